@@ -1,1 +1,70 @@
-fn main() {}
+//! `twinlog`: the broker and its admin/debug commands. This file is the composition
+//! root only: it parses the command line and wires the planes together.
+
+mod dump_log;
+mod serve;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "twinlog",
+    version,
+    about = "Kafka-compatible broker with native cluster mirroring"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the broker (single node: broker and controller in one process).
+    Serve(serve::ServeArgs),
+    /// Print log segments, indexes, producer snapshots and epoch checkpoints like
+    /// kafka-dump-log.sh.
+    DumpLog {
+        /// Files to print (.log, .index, .timeindex, .txnindex, .snapshot,
+        /// leader-epoch-checkpoint, partition.metadata).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Also print every record (Kafka's --print-data-log).
+        #[arg(long, alias = "print-data-log")]
+        records: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => match serve::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!("{e}");
+                eprintln!("twinlog serve: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::DumpLog { files, records } => {
+            let mut out = std::io::stdout().lock();
+            match dump_log::dump_files(&files, records, &mut out) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(2),
+                Err(e) => {
+                    eprintln!("twinlog dump-log: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,938 @@
+//! `PartitionLog`: one partition's segments, indexes, leader-epoch cache and producer
+//! state, with Kafka's append, read, truncation and retention semantics.
+//!
+//! Owned by exactly one shard; every method runs on that shard's glommio executor.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use crate::log::config::LogConfig;
+use crate::log::epoch_cache::LeaderEpochCache;
+use crate::log::fs::{self, FsError};
+use crate::log::producer_state::{
+    AppendOrigin, CompletedTxn, ProducerStateError, ProducerStateManager,
+};
+use crate::log::segment::{file_name, BatchPlacement, LogSegment};
+use crate::log::txn_index::AbortedTxn;
+use crate::types::{LeaderEpoch, Offset, TopicPartition};
+use crate::wire::batch::{stamp_offset_and_epoch, BatchError, BatchIter, Compression, RecordBatch};
+use crate::wire::control::ControlType;
+use crate::wire::records::decode_records;
+
+pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
+pub(crate) const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
+pub(crate) const LOG_START_CHECKPOINT_FILE: &str = "log-start-offset-checkpoint";
+pub(crate) const PARTITION_METADATA_FILE: &str = "partition.metadata";
+
+/// Errors of the partition log, with the partition and place they concern.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error(transparent)]
+    Io(#[from] FsError),
+    #[error("{tp}: invalid record batch: {source}")]
+    InvalidBatch {
+        tp: TopicPartition,
+        #[source]
+        source: BatchError,
+    },
+    #[error("{tp}: batch at offset {offset} has {record_count} records but spans {span} offsets")]
+    InconsistentRecordCount {
+        tp: TopicPartition,
+        offset: Offset,
+        record_count: i32,
+        span: i64,
+    },
+    #[error("{tp}: clients may not produce control batches")]
+    ControlBatchFromClient { tp: TopicPartition },
+    #[error("{tp}: record batch of {size} bytes exceeds max.message.bytes {max}")]
+    RecordTooLarge {
+        tp: TopicPartition,
+        size: usize,
+        max: usize,
+    },
+    #[error("{tp}: empty append")]
+    EmptyAppend { tp: TopicPartition },
+    #[error("{tp}: passthrough batch has base offset {found}, log end offset is {expected}")]
+    UnexpectedAppendOffset {
+        tp: TopicPartition,
+        expected: Offset,
+        found: Offset,
+    },
+    #[error("{tp}: {source}")]
+    Producer {
+        tp: TopicPartition,
+        #[source]
+        source: ProducerStateError,
+    },
+    #[error("{tp}: offset {offset} is outside [{log_start}, {log_end}]")]
+    OffsetOutOfRange {
+        tp: TopicPartition,
+        offset: Offset,
+        log_start: Offset,
+        log_end: Offset,
+    },
+    #[error("{tp}: {path}: {reason}")]
+    CorruptMetadata {
+        tp: TopicPartition,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("{tp}: topic id on disk is {stored}, expected {expected}")]
+    InconsistentTopicId {
+        tp: TopicPartition,
+        stored: uuid::Uuid,
+        expected: uuid::Uuid,
+    },
+}
+
+/// Who is appending, which decides offset assignment and validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendKind {
+    /// A producer on this leader: offsets and leader epoch are assigned here; producer
+    /// state is validated (duplicates, sequence, epoch, transactions).
+    Client,
+    /// The broker itself (transaction markers, MIRROR_PID_RESET): offsets assigned
+    /// here; control batches allowed.
+    Coordinator,
+}
+
+/// The outcome of an append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: Offset,
+    pub last_offset: Offset,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: Offset,
+    pub record_count: i64,
+    pub log_start_offset: Offset,
+    /// The batch was a retry of one already in the log: nothing was appended and the
+    /// offsets are the original ones.
+    pub duplicate: bool,
+    pub completed_txns: Vec<CompletedTxn>,
+}
+
+/// Data read from the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchData {
+    /// Whole batches, exactly as stored (empty when `offset` is the log end).
+    pub records: Bytes,
+    /// Position in its segment file of the first byte of `records`.
+    pub position: u64,
+}
+
+/// One partition's log.
+#[derive(Debug)]
+pub struct PartitionLog {
+    pub(crate) tp: TopicPartition,
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<Offset, LogSegment>,
+    pub(crate) log_start_offset: Offset,
+    pub(crate) log_end_offset: Offset,
+    pub(crate) high_watermark: Offset,
+    pub(crate) recovery_point: Offset,
+    pub(crate) epoch_cache: LeaderEpochCache,
+    pub(crate) producer_state: ProducerStateManager,
+    pub(crate) topic_id: Option<uuid::Uuid>,
+    pub(crate) unflushed_records: u64,
+    pub(crate) last_flush_ms: i64,
+}
+
+impl PartitionLog {
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    pub fn topic_id(&self) -> Option<uuid::Uuid> {
+        self.topic_id
+    }
+    pub fn log_start_offset(&self) -> Offset {
+        self.log_start_offset
+    }
+    pub fn log_end_offset(&self) -> Offset {
+        self.log_end_offset
+    }
+    pub fn high_watermark(&self) -> Offset {
+        self.high_watermark
+    }
+    /// Offset up to which data is known to be on stable storage.
+    pub fn recovery_point(&self) -> Offset {
+        self.recovery_point
+    }
+    pub fn epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epoch_cache
+    }
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+    pub fn segment_base_offsets(&self) -> Vec<Offset> {
+        self.segments.keys().copied().collect()
+    }
+    /// Total bytes of all `.log` files.
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+    pub fn latest_epoch(&self) -> Option<LeaderEpoch> {
+        self.epoch_cache.latest_epoch()
+    }
+
+    /// Moves the high watermark, clamped into [log start, log end].
+    pub fn update_high_watermark(&mut self, offset: Offset) -> Offset {
+        self.high_watermark = offset.clamp(self.log_start_offset, self.log_end_offset);
+        self.producer_state
+            .on_high_watermark_updated(self.high_watermark);
+        self.high_watermark
+    }
+
+    /// The first offset of the earliest open transaction, if any.
+    pub fn first_unstable_offset(&self) -> Option<Offset> {
+        self.producer_state.first_unstable_offset()
+    }
+
+    /// Last stable offset: the high watermark, or the start of the earliest open
+    /// transaction when that is lower. read_committed consumers read up to here.
+    pub fn last_stable_offset(&self) -> Offset {
+        match self.first_unstable_offset() {
+            Some(o) if o < self.high_watermark => o,
+            _ => self.high_watermark,
+        }
+    }
+
+    /// Kafka's OffsetsForLeaderEpoch answer: the end offset of `epoch` (the start of the
+    /// next higher epoch, or the log end for the latest) and the epoch it belongs to.
+    pub fn end_offset_for_epoch(&self, epoch: LeaderEpoch) -> (LeaderEpoch, Offset) {
+        self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+    }
+
+    /// Aborted transactions overlapping [fetch_offset, upper_bound), for read_committed.
+    pub fn aborted_transactions(
+        &self,
+        fetch_offset: Offset,
+        upper_bound: Offset,
+    ) -> Vec<AbortedTxn> {
+        let start = self
+            .segments
+            .range(..=fetch_offset)
+            .next_back()
+            .map_or(fetch_offset, |(b, _)| *b);
+        let mut out = Vec::new();
+        for seg in self
+            .segments
+            .range(start..upper_bound.max(start))
+            .map(|(_, s)| s)
+        {
+            out.extend(seg.txn_index().collect_aborted(fetch_offset, upper_bound));
+        }
+        // An aborted transaction that ended in a later segment can start before fetch
+        // offset; segments after upper_bound cannot hold one that matters.
+        for seg in self
+            .segments
+            .range(upper_bound.max(start)..)
+            .map(|(_, s)| s)
+        {
+            out.extend(seg.txn_index().collect_aborted(fetch_offset, upper_bound));
+        }
+        out.sort_by_key(|t| t.first_offset);
+        out.dedup();
+        out
+    }
+
+    fn out_of_range(&self, offset: Offset) -> LogError {
+        LogError::OffsetOutOfRange {
+            tp: self.tp.clone(),
+            offset,
+            log_start: self.log_start_offset,
+            log_end: self.log_end_offset,
+        }
+    }
+
+    fn active_segment(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a partition log always has an active segment")
+    }
+
+    fn active_segment_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a partition log always has an active segment")
+    }
+
+    /// Reads whole batches starting with the one that holds `offset`, at most `max_bytes`
+    /// unless the first batch alone is larger (then it is returned whole, as Kafka does).
+    /// Reading at the log end returns no records.
+    pub async fn read(&self, offset: Offset, max_bytes: usize) -> Result<FetchData, LogError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        let start = self
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(self.log_start_offset, |(b, _)| *b);
+        for (_, seg) in self.segments.range(start..) {
+            if let Some((position, records)) = seg.read(offset, max_bytes).await? {
+                return Ok(FetchData { records, position });
+            }
+        }
+        Ok(FetchData {
+            records: Bytes::new(),
+            position: self.active_segment().size(),
+        })
+    }
+
+    /// Kafka's ListOffsets by timestamp: the first offset whose record timestamp is >=
+    /// `timestamp_ms`, with that timestamp. Uncompressed batches are resolved to the
+    /// exact record; a compressed batch answers with its base offset and max timestamp.
+    pub async fn offset_for_timestamp(
+        &self,
+        timestamp_ms: i64,
+    ) -> Result<Option<(i64, Offset)>, LogError> {
+        for seg in self.segments.values() {
+            if seg.max_timestamp() < timestamp_ms {
+                continue;
+            }
+            let (_, from_offset) = seg.time_index().lookup(timestamp_ms);
+            let from = from_offset
+                .max(self.log_start_offset)
+                .max(seg.base_offset());
+            let (_, pos) = seg.offset_index().lookup(from);
+            let mut found = None;
+            seg.scan(u64::from(pos), false, |batch, _| {
+                if batch.max_timestamp() >= timestamp_ms && batch.last_offset() >= from {
+                    found = Some(batch);
+                    std::ops::ControlFlow::Break(())
+                } else {
+                    std::ops::ControlFlow::Continue(())
+                }
+            })
+            .await?;
+            if let Some(batch) = found {
+                return Ok(Some(exact_timestamp_match(
+                    &batch,
+                    timestamp_ms,
+                    self.log_start_offset,
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The greatest timestamp in the log and the offset that carries it (ListOffsets -3).
+    pub fn max_timestamp_and_offset(&self) -> Option<(i64, Offset)> {
+        self.segments
+            .values()
+            .filter(|s| s.max_timestamp() >= 0)
+            .max_by_key(|s| s.max_timestamp())
+            .map(|s| (s.max_timestamp(), s.offset_of_max_timestamp()))
+    }
+
+    /// Appends client or coordinator batches: validates them, assigns offsets from the
+    /// log end and stamps `leader_epoch`, then writes. The CRC covers neither field, so
+    /// the bytes on disk are the received bytes with those two fields filled in.
+    pub async fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        leader_epoch: LeaderEpoch,
+        kind: AppendKind,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        let batches = self.parse_batches(records)?;
+        for b in &batches {
+            if kind == AppendKind::Client {
+                if b.is_control() {
+                    return Err(LogError::ControlBatchFromClient {
+                        tp: self.tp.clone(),
+                    });
+                }
+                if b.size_in_bytes() > self.config.max_message_bytes {
+                    return Err(LogError::RecordTooLarge {
+                        tp: self.tp.clone(),
+                        size: b.size_in_bytes(),
+                        max: self.config.max_message_bytes,
+                    });
+                }
+                if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
+                    return Err(LogError::InconsistentRecordCount {
+                        tp: self.tp.clone(),
+                        offset: b.base_offset(),
+                        record_count: b.record_count(),
+                        span: i64::from(b.last_offset_delta()) + 1,
+                    });
+                }
+                if let Some(dup) = self.producer_state.find_duplicate(b) {
+                    return Ok(LogAppendInfo {
+                        first_offset: dup.base_offset,
+                        last_offset: dup.last_offset,
+                        max_timestamp: dup.timestamp_ms,
+                        offset_of_max_timestamp: dup.last_offset,
+                        record_count: 0,
+                        log_start_offset: self.log_start_offset,
+                        duplicate: true,
+                        completed_txns: Vec::new(),
+                    });
+                }
+            }
+        }
+        let origin = match kind {
+            AppendKind::Client => AppendOrigin::Client,
+            AppendKind::Coordinator => AppendOrigin::Coordinator,
+        };
+        let mut next = self.log_end_offset;
+        let mut total = 0usize;
+        let mut producer_append = self.producer_state.begin_append(origin);
+        let mut placements = Vec::with_capacity(batches.len());
+        for b in &batches {
+            producer_append
+                .append(&self.producer_state, b, next)
+                .map_err(|source| LogError::Producer {
+                    tp: self.tp.clone(),
+                    source,
+                })?;
+            let last = Offset(next.0 + i64::from(b.last_offset_delta()));
+            placements.push(BatchPlacement {
+                base_offset: next,
+                last_offset: last,
+                max_timestamp: b.max_timestamp(),
+                epoch: leader_epoch,
+                size: b.size_in_bytes() as u32,
+            });
+            total += b.size_in_bytes();
+            next = Offset(last.0 + 1);
+        }
+        let mut buf = Vec::with_capacity(total);
+        for (b, p) in batches.iter().zip(&placements) {
+            let at = buf.len();
+            buf.extend_from_slice(b.as_bytes());
+            stamp_offset_and_epoch(&mut buf[at..], p.base_offset, leader_epoch);
+        }
+        self.write(buf, &placements, &batches, now_ms).await?;
+        let completed = self.producer_state.commit(producer_append);
+        self.after_append(&placements, &completed, &batches, now_ms)
+            .await
+    }
+
+    /// Appends batches fetched from another log (mirror or replica fetcher) exactly as
+    /// received: base offsets and partition leader epochs are kept, the first batch must
+    /// start at the log end and each next one where the previous ended. Producer state,
+    /// epoch cache and indexes are still updated from the headers.
+    pub async fn append_passthrough(
+        &mut self,
+        records: Bytes,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        let batches = self.parse_batches(records)?;
+        let mut expected = self.log_end_offset;
+        let mut producer_append = self.producer_state.begin_append(AppendOrigin::Replication);
+        let mut placements = Vec::with_capacity(batches.len());
+        let mut total = 0usize;
+        for b in &batches {
+            if b.base_offset() != expected {
+                return Err(LogError::UnexpectedAppendOffset {
+                    tp: self.tp.clone(),
+                    expected,
+                    found: b.base_offset(),
+                });
+            }
+            producer_append
+                .append(&self.producer_state, b, b.base_offset())
+                .map_err(|source| LogError::Producer {
+                    tp: self.tp.clone(),
+                    source,
+                })?;
+            placements.push(crate::log::segment::placement_of(b));
+            total += b.size_in_bytes();
+            expected = b.next_offset();
+        }
+        let mut buf = Vec::with_capacity(total);
+        for b in &batches {
+            buf.extend_from_slice(b.as_bytes());
+        }
+        self.write(buf, &placements, &batches, now_ms).await?;
+        let completed = self.producer_state.commit(producer_append);
+        self.after_append(&placements, &completed, &batches, now_ms)
+            .await
+    }
+
+    fn parse_batches(&self, records: Bytes) -> Result<Vec<RecordBatch>, LogError> {
+        let batches = BatchIter::new(records, 0, true)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| LogError::InvalidBatch {
+                tp: self.tp.clone(),
+                source,
+            })?;
+        if batches.is_empty() {
+            return Err(LogError::EmptyAppend {
+                tp: self.tp.clone(),
+            });
+        }
+        Ok(batches)
+    }
+
+    async fn write(
+        &mut self,
+        buf: Vec<u8>,
+        placements: &[BatchPlacement],
+        batches: &[RecordBatch],
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let last = placements
+            .last()
+            .map_or(self.log_end_offset, |p| p.last_offset);
+        let first_ts = batches.first().map_or(-1, RecordBatch::max_timestamp);
+        self.maybe_roll(buf.len() as u64, last, first_ts, now_ms)
+            .await?;
+        self.active_segment_mut().append(buf, placements).await?;
+        Ok(())
+    }
+
+    async fn after_append(
+        &mut self,
+        placements: &[BatchPlacement],
+        completed: &[CompletedTxn],
+        batches: &[RecordBatch],
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        let mut epoch_changed = false;
+        for p in placements {
+            if p.epoch.0 >= 0 {
+                epoch_changed |= self.epoch_cache.assign(p.epoch, p.base_offset);
+            }
+        }
+        for t in completed.iter().filter(|t| t.is_aborted) {
+            self.active_segment_mut().append_aborted_txn(AbortedTxn {
+                producer_id: t.producer_id,
+                first_offset: t.first_offset,
+                last_offset: t.last_offset,
+                last_stable_offset: t.last_stable_offset,
+            });
+        }
+        if batches.iter().any(|b| b.is_control() && is_pid_reset(b)) {
+            tracing::info!(tp = %self.tp, "MIRROR_PID_RESET appended: producer state cleared");
+        }
+        let first = placements[0].base_offset;
+        let last = placements[placements.len() - 1].last_offset;
+        self.log_end_offset = Offset(last.0 + 1);
+        self.producer_state.set_map_end_offset(self.log_end_offset);
+        if epoch_changed {
+            self.write_epoch_checkpoint().await?;
+        }
+        let (max_timestamp, offset_of_max_timestamp) = placements
+            .iter()
+            .map(|p| (p.max_timestamp, p.last_offset))
+            .fold((-1, first), |acc, x| if x.0 > acc.0 { x } else { acc });
+        let record_count = batches
+            .iter()
+            .map(|b| i64::from(b.record_count()))
+            .sum::<i64>();
+        self.unflushed_records += record_count.max(1) as u64;
+        if self.unflushed_records >= self.config.flush_messages
+            || (now_ms - self.last_flush_ms) as u64 >= self.config.flush_ms
+        {
+            self.flush(now_ms).await?;
+        }
+        Ok(LogAppendInfo {
+            first_offset: first,
+            last_offset: last,
+            max_timestamp,
+            offset_of_max_timestamp,
+            record_count,
+            log_start_offset: self.log_start_offset,
+            duplicate: false,
+            completed_txns: completed.to_vec(),
+        })
+    }
+
+    async fn maybe_roll(
+        &mut self,
+        size: u64,
+        last_offset: Offset,
+        first_ts: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let active = self.active_segment();
+        let full = active.size() + size > self.config.segment_bytes;
+        let old = active.is_older_than(self.config.segment_ms, now_ms.max(first_ts));
+        if active.is_empty() || !(full || old || !active.can_hold_offset(last_offset)) {
+            return Ok(());
+        }
+        self.roll(now_ms).await
+    }
+
+    /// Starts a new active segment at the log end: the old one is sealed, flushed and a
+    /// producer snapshot is taken at the new base offset (Kafka's roll).
+    pub async fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let new_base = self.log_end_offset;
+        if self.active_segment().base_offset() == new_base {
+            return Ok(());
+        }
+        let active = self.active_segment_mut();
+        active.seal();
+        active.flush(true).await?;
+        self.recovery_point = new_base;
+        self.producer_state.remove_expired(now_ms);
+        self.write_producer_snapshot().await?;
+        let seg = LogSegment::create(
+            &self.dir,
+            new_base,
+            self.config.index_interval_bytes,
+            now_ms,
+        )
+        .await?;
+        self.segments.insert(new_base, seg);
+        fs::sync_dir(&self.dir).await?;
+        tracing::debug!(tp = %self.tp, base_offset = new_base.0, "rolled segment");
+        Ok(())
+    }
+
+    /// fsyncs every segment with unflushed data and writes pending index entries.
+    pub async fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let from = self.recovery_point;
+        let start = self
+            .segments
+            .range(..=from)
+            .next_back()
+            .map_or(from, |(b, _)| *b);
+        for seg in self.segments.range_mut(start..).map(|(_, s)| s) {
+            seg.flush(true).await?;
+        }
+        self.recovery_point = self.log_end_offset;
+        self.unflushed_records = 0;
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// Cuts the log so that it ends at or before `offset` (at the start of the batch that
+    /// holds it). Indexes, epoch cache, producer state (reloaded from the newest snapshot
+    /// at or below the new end and replayed) and transaction index follow.
+    pub async fn truncate_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset >= self.log_end_offset {
+            return Ok(());
+        }
+        if offset <= self.log_start_offset {
+            return self.truncate_fully_and_start_at(offset).await;
+        }
+        let doomed: Vec<Offset> = self.segments.range(offset..).map(|(b, _)| *b).collect();
+        for base in doomed {
+            if let Some(seg) = self.segments.remove(&base) {
+                seg.delete().await?;
+            }
+        }
+        if self.segments.is_empty() {
+            return self.truncate_fully_and_start_at(offset).await;
+        }
+        let active = self.active_segment_mut();
+        let removed = active.truncate_to(offset).await?;
+        let new_end = active.next_offset();
+        tracing::info!(tp = %self.tp, offset = offset.0, new_end = new_end.0, bytes = removed, "truncated log");
+        self.log_end_offset = new_end;
+        self.high_watermark = self.high_watermark.min(new_end);
+        self.recovery_point = self.recovery_point.min(new_end);
+        if self.epoch_cache.truncate_from_end(new_end) {
+            self.write_epoch_checkpoint().await?;
+        }
+        self.active_segment_mut().flush(true).await?;
+        self.rebuild_producer_state(new_end).await?;
+        Ok(())
+    }
+
+    /// Deletes every segment and starts an empty log at `offset` (log start = log end).
+    pub async fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        let all: Vec<Offset> = self.segments.keys().copied().collect();
+        for base in all {
+            if let Some(seg) = self.segments.remove(&base) {
+                seg.delete().await?;
+            }
+        }
+        let now = self.last_flush_ms;
+        let seg =
+            LogSegment::create(&self.dir, offset, self.config.index_interval_bytes, now).await?;
+        self.segments.insert(offset, seg);
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.high_watermark = offset;
+        self.recovery_point = offset;
+        self.epoch_cache.clear();
+        self.write_epoch_checkpoint().await?;
+        self.producer_state.clear();
+        self.producer_state.set_map_end_offset(offset);
+        self.delete_snapshots(|_| true).await?;
+        self.write_log_start_checkpoint().await?;
+        fs::sync_dir(&self.dir).await?;
+        tracing::info!(tp = %self.tp, offset = offset.0, "truncated fully, log restarts");
+        Ok(())
+    }
+
+    /// DeleteRecords: moves the log start forward (not past the high watermark) and
+    /// deletes segments that lie wholly below it.
+    pub async fn advance_log_start_offset(&mut self, offset: Offset) -> Result<Offset, LogError> {
+        if offset > self.high_watermark {
+            return Err(self.out_of_range(offset));
+        }
+        if offset <= self.log_start_offset {
+            return Ok(self.log_start_offset);
+        }
+        self.log_start_offset = offset;
+        self.write_log_start_checkpoint().await?;
+        self.after_log_start_moved().await?;
+        Ok(self.log_start_offset)
+    }
+
+    /// Retention: deletes whole non-active segments past `retention.ms` (newest record
+    /// older) or beyond `retention.bytes`, oldest first, and those below the log start.
+    /// Returns the number of segments deleted.
+    pub async fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize, LogError> {
+        let mut deleted = 0;
+        let mut total = self.size_in_bytes() as i64;
+        loop {
+            if self.segments.len() < 2 {
+                break;
+            }
+            let Some((&base, seg)) = self.segments.iter().next() else {
+                break;
+            };
+            let next_base = self
+                .segments
+                .keys()
+                .nth(1)
+                .copied()
+                .unwrap_or(self.log_end_offset);
+            // Never delete data consumers may not have seen yet.
+            if next_base > self.high_watermark {
+                break;
+            }
+            let by_time = self.config.retention_ms >= 0
+                && seg.max_timestamp() >= 0
+                && now_ms - seg.max_timestamp() > self.config.retention_ms;
+            let by_size = self.config.retention_bytes >= 0
+                && total - seg.size() as i64 >= self.config.retention_bytes;
+            let below_start = next_base <= self.log_start_offset;
+            if !(by_time || by_size || below_start) {
+                break;
+            }
+            total -= seg.size() as i64;
+            if let Some(seg) = self.segments.remove(&base) {
+                tracing::info!(tp = %self.tp, base_offset = base.0, by_time, by_size, "deleting segment");
+                seg.delete().await?;
+            }
+            deleted += 1;
+            if next_base > self.log_start_offset {
+                self.log_start_offset = next_base;
+                self.write_log_start_checkpoint().await?;
+            }
+        }
+        if deleted > 0 {
+            self.after_log_start_moved().await?;
+        }
+        Ok(deleted)
+    }
+
+    async fn after_log_start_moved(&mut self) -> Result<(), LogError> {
+        let start = self.log_start_offset;
+        // Segments entirely below the new start go.
+        loop {
+            if self.segments.len() < 2 {
+                break;
+            }
+            let next = self
+                .segments
+                .keys()
+                .nth(1)
+                .copied()
+                .unwrap_or(self.log_end_offset);
+            if next > start {
+                break;
+            }
+            if let Some((_, seg)) = self.segments.pop_first() {
+                seg.delete().await?;
+            }
+        }
+        if self.epoch_cache.truncate_from_start(start) {
+            self.write_epoch_checkpoint().await?;
+        }
+        let newest = self
+            .snapshot_offsets()
+            .await?
+            .into_iter()
+            .filter(|o| *o <= start)
+            .max();
+        self.delete_snapshots(|o| o < start && Some(o) != newest)
+            .await?;
+        Ok(())
+    }
+
+    /// Forgets producers idle longer than `producer.id.expiration.ms`.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) {
+        self.producer_state.remove_expired(now_ms);
+    }
+
+    /// Clean close: flush, snapshot producer state at the log end, checkpoint, and leave
+    /// the marker that lets the next open skip recovery.
+    pub async fn close(mut self, now_ms: i64) -> Result<(), LogError> {
+        self.flush(now_ms).await?;
+        self.write_producer_snapshot().await?;
+        self.write_epoch_checkpoint().await?;
+        let segments = std::mem::take(&mut self.segments);
+        for (_, seg) in segments {
+            seg.close().await?;
+        }
+        fs::write_atomic(&self.dir.join(CLEAN_SHUTDOWN_FILE), Vec::new()).await?;
+        tracing::debug!(tp = %self.tp, leo = self.log_end_offset.0, "closed log");
+        Ok(())
+    }
+
+    /// Removes the partition directory and everything in it.
+    pub async fn delete(mut self) -> Result<(), LogError> {
+        let segments = std::mem::take(&mut self.segments);
+        for (_, seg) in segments {
+            seg.delete().await?;
+        }
+        fs::remove_dir_all(&self.dir).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn write_epoch_checkpoint(&self) -> Result<(), LogError> {
+        let text = self.epoch_cache.to_checkpoint();
+        fs::write_atomic(&self.dir.join(EPOCH_CHECKPOINT_FILE), text.into_bytes()).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn write_log_start_checkpoint(&self) -> Result<(), LogError> {
+        let text = format!(
+            "0\n1\n{} {} {}\n",
+            self.tp.topic, self.tp.partition, self.log_start_offset.0
+        );
+        fs::write_atomic(&self.dir.join(LOG_START_CHECKPOINT_FILE), text.into_bytes()).await?;
+        Ok(())
+    }
+
+    /// Writes the producer state as of the log end to `<log end>.snapshot`.
+    pub async fn write_producer_snapshot(&mut self) -> Result<(), LogError> {
+        self.producer_state.set_map_end_offset(self.log_end_offset);
+        let path = self.dir.join(file_name(self.log_end_offset, ".snapshot"));
+        fs::write_atomic(&path, self.producer_state.encode_snapshot()).await?;
+        Ok(())
+    }
+
+    pub(crate) async fn snapshot_offsets(&self) -> Result<Vec<Offset>, LogError> {
+        Ok(fs::list_dir(&self.dir)
+            .await?
+            .iter()
+            .filter_map(|n| n.strip_suffix(".snapshot")?.parse::<i64>().ok().map(Offset))
+            .collect())
+    }
+
+    pub(crate) async fn delete_snapshots(
+        &self,
+        doomed: impl Fn(Offset) -> bool,
+    ) -> Result<(), LogError> {
+        for off in self.snapshot_offsets().await? {
+            if doomed(off) {
+                fs::remove_file(&self.dir.join(file_name(off, ".snapshot"))).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reloads producer state from the newest valid snapshot at or below `end` and
+    /// replays the batches from there to `end`. Newer snapshots are deleted.
+    pub(crate) async fn rebuild_producer_state(&mut self, end: Offset) -> Result<(), LogError> {
+        self.delete_snapshots(|o| o > end).await?;
+        let mut offsets = self.snapshot_offsets().await?;
+        offsets.sort();
+        let mut state = None;
+        for off in offsets.into_iter().rev() {
+            let path = self.dir.join(file_name(off, ".snapshot"));
+            let Some(bytes) = fs::read_all(&path).await? else {
+                continue;
+            };
+            match ProducerStateManager::decode_snapshot(
+                &bytes,
+                self.config.producer_id_expiration_ms,
+            ) {
+                Ok(mut psm) if off >= self.log_start_offset || off == end => {
+                    psm.set_map_end_offset(off);
+                    state = Some(psm);
+                    break;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(tp = %self.tp, path = %path.display(), error = %e, "discarding corrupt producer snapshot");
+                    fs::remove_file(&path).await?;
+                }
+            }
+        }
+        let mut psm = state.unwrap_or_else(|| {
+            let mut p = ProducerStateManager::new(self.config.producer_id_expiration_ms);
+            p.set_map_end_offset(self.log_start_offset);
+            p
+        });
+        let from = psm.map_end_offset();
+        if from < end {
+            let start = self
+                .segments
+                .range(..=from)
+                .next_back()
+                .map_or(from, |(b, _)| *b);
+            for seg in self.segments.range(start..).map(|(_, s)| s) {
+                let mut pending = Vec::new();
+                seg.scan(0, false, |batch, _| {
+                    if batch.base_offset() >= end {
+                        return std::ops::ControlFlow::Break(());
+                    }
+                    if batch.last_offset() >= from {
+                        pending.push(batch);
+                    }
+                    std::ops::ControlFlow::Continue(())
+                })
+                .await?;
+                for batch in pending {
+                    let mut a = psm.begin_append(AppendOrigin::Replication);
+                    if a.append(&psm, &batch, batch.base_offset()).is_ok() {
+                        psm.commit(a);
+                    }
+                }
+            }
+        }
+        psm.set_map_end_offset(end);
+        psm.on_high_watermark_updated(self.high_watermark);
+        self.producer_state = psm;
+        Ok(())
+    }
+}
+
+fn is_pid_reset(batch: &RecordBatch) -> bool {
+    matches!(batch.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
+}
+
+/// Resolves a timestamp look-up inside the batch that holds the answer.
+fn exact_timestamp_match(
+    batch: &RecordBatch,
+    timestamp_ms: i64,
+    log_start: Offset,
+) -> (i64, Offset) {
+    if batch.compression() == Compression::None && !batch.is_log_append_time() {
+        if let Ok(records) = decode_records(&batch.records(), batch.record_count()) {
+            for r in records {
+                let ts = batch.base_timestamp() + r.timestamp_delta;
+                let off = Offset(batch.base_offset().0 + i64::from(r.offset_delta));
+                if ts >= timestamp_ms && off >= log_start {
+                    return (ts, off);
+                }
+            }
+        }
+    }
+    (batch.max_timestamp(), batch.base_offset().max(log_start))
+}

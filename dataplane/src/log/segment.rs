@@ -1,0 +1,687 @@
+//! One log segment: `<base>.log` plus its derived `.index`, `.timeindex` and `.txnindex`.
+//!
+//! The `.log` file holds record batches exactly as appended. The indexes are kept in
+//! memory and written to their files at flush, roll and close; after a crash they are
+//! checked on load and rebuilt from the `.log` when they do not agree with it.
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use glommio::io::BufferedFile;
+
+use crate::log::fs::{self, fs_err, FsResult};
+use crate::log::index::{OffsetIndex, TimeIndex};
+use crate::log::txn_index::{AbortedTxn, TransactionIndex};
+use crate::types::{LeaderEpoch, Offset};
+use crate::wire::batch::{frame_size, layout, BatchError, RecordBatch};
+
+/// Size of the chunks read while scanning batch headers.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// File name of a segment file: the base offset in 20 digits plus the suffix.
+pub fn file_name(base_offset: Offset, suffix: &str) -> String {
+    format!("{:020}{suffix}", base_offset.0)
+}
+
+/// Where one appended batch landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchPlacement {
+    pub base_offset: Offset,
+    pub last_offset: Offset,
+    pub max_timestamp: i64,
+    pub epoch: LeaderEpoch,
+    pub size: u32,
+}
+
+/// How a scan of the `.log` file ended.
+#[derive(Debug)]
+pub struct ScanEnd {
+    /// Position just after the last valid batch visited.
+    pub valid_end: u64,
+    /// The problem that stopped the scan early, if any.
+    pub error: Option<BatchError>,
+}
+
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: Offset,
+    dir: PathBuf,
+    log_path: PathBuf,
+    log: BufferedFile,
+    size: u64,
+    next_offset: Offset,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    txn_index: TransactionIndex,
+    /// Entries of each index already in its file: [offset, time, txn].
+    persisted: [usize; 3],
+    bytes_since_last_index_entry: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: Offset,
+    /// Max timestamp of the first batch, which `segment.ms` counts from (Kafka's
+    /// rollingBasedTimestamp); `created_ms` when the segment has no timestamped batch.
+    rolling_base_timestamp: Option<i64>,
+    created_ms: i64,
+    index_interval_bytes: u64,
+    dirty: bool,
+}
+
+/// Why recovery cut a segment short.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryCut {
+    /// Where the segment now ends.
+    pub position: u64,
+    pub bytes_removed: u64,
+    pub reason: String,
+}
+
+impl LogSegment {
+    pub fn path_for(dir: &Path, base_offset: Offset, suffix: &str) -> PathBuf {
+        dir.join(file_name(base_offset, suffix))
+    }
+
+    /// Creates an empty segment, removing stale files of the same base offset.
+    pub async fn create(
+        dir: &Path,
+        base_offset: Offset,
+        index_interval_bytes: u32,
+        now_ms: i64,
+    ) -> FsResult<LogSegment> {
+        for suffix in [".index", ".timeindex", ".txnindex"] {
+            fs::remove_file(&Self::path_for(dir, base_offset, suffix)).await?;
+        }
+        let log_path = Self::path_for(dir, base_offset, ".log");
+        let log = fs::open_rw(&log_path).await?;
+        log.truncate(0)
+            .await
+            .map_err(fs_err("truncate", &log_path))?;
+        let mut seg = Self::with_file(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            0,
+            index_interval_bytes,
+            now_ms,
+        );
+        seg.dirty = true;
+        Ok(seg)
+    }
+
+    /// Opens an existing `.log`; indexes are loaded or rebuilt by the caller.
+    pub async fn open(
+        dir: &Path,
+        base_offset: Offset,
+        index_interval_bytes: u32,
+        now_ms: i64,
+    ) -> FsResult<LogSegment> {
+        let log_path = Self::path_for(dir, base_offset, ".log");
+        let log = fs::open_rw(&log_path).await?;
+        let size = log.file_size().await.map_err(fs_err("stat", &log_path))?;
+        Ok(Self::with_file(
+            dir,
+            base_offset,
+            log_path,
+            log,
+            size,
+            index_interval_bytes,
+            now_ms,
+        ))
+    }
+
+    fn with_file(
+        dir: &Path,
+        base_offset: Offset,
+        log_path: PathBuf,
+        log: BufferedFile,
+        size: u64,
+        index_interval_bytes: u32,
+        now_ms: i64,
+    ) -> LogSegment {
+        LogSegment {
+            base_offset,
+            dir: dir.to_path_buf(),
+            log_path,
+            log,
+            size,
+            next_offset: base_offset,
+            offset_index: OffsetIndex::new(base_offset),
+            time_index: TimeIndex::new(base_offset),
+            txn_index: TransactionIndex::new(base_offset),
+            persisted: [0; 3],
+            bytes_since_last_index_entry: 0,
+            max_timestamp: -1,
+            offset_of_max_timestamp: base_offset,
+            rolling_base_timestamp: None,
+            created_ms: now_ms,
+            index_interval_bytes: u64::from(index_interval_bytes),
+            dirty: false,
+        }
+    }
+
+    pub fn base_offset(&self) -> Offset {
+        self.base_offset
+    }
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+    /// The offset after the last batch (the base offset when empty).
+    pub fn next_offset(&self) -> Offset {
+        self.next_offset
+    }
+    pub fn max_timestamp(&self) -> i64 {
+        self.max_timestamp
+    }
+    pub fn offset_of_max_timestamp(&self) -> Offset {
+        self.offset_of_max_timestamp
+    }
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+
+    /// True when the first batch is older than `segment_ms` (Kafka's time-based roll).
+    pub fn is_older_than(&self, segment_ms: i64, now_ms: i64) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        let base = self.rolling_base_timestamp.unwrap_or(self.created_ms);
+        now_ms.saturating_sub(base) > segment_ms
+    }
+
+    /// Whether `batch_count_span` more offsets still fit the 32-bit relative offsets.
+    pub fn can_hold_offset(&self, last_offset: Offset) -> bool {
+        last_offset.0 - self.base_offset.0 <= i64::from(i32::MAX)
+    }
+
+    /// Appends the encoded batches in `buf` (offsets already final) and updates the
+    /// in-memory indexes. `placements` describes each batch in order.
+    pub async fn append(&mut self, buf: Vec<u8>, placements: &[BatchPlacement]) -> FsResult<()> {
+        let Some(last) = placements.last() else {
+            return Ok(());
+        };
+        let position = self.size;
+        let len = buf.len() as u64;
+        if let Err(e) = fs::write_all_at(&self.log, &self.log_path, buf, position).await {
+            // Leave no partial batch behind: the file must end on a batch boundary.
+            let _ = self.log.truncate(position).await;
+            return Err(e);
+        }
+        self.track_append(position, len, placements, last.last_offset);
+        Ok(())
+    }
+
+    fn track_append(
+        &mut self,
+        position: u64,
+        len: u64,
+        placements: &[BatchPlacement],
+        last: Offset,
+    ) {
+        assert!(
+            placements[0].base_offset >= self.next_offset,
+            "append at {} below segment end {}",
+            placements[0].base_offset,
+            self.next_offset
+        );
+        for p in placements {
+            if self.rolling_base_timestamp.is_none() && p.max_timestamp >= 0 {
+                self.rolling_base_timestamp = Some(p.max_timestamp);
+            }
+            if p.max_timestamp > self.max_timestamp {
+                self.max_timestamp = p.max_timestamp;
+                self.offset_of_max_timestamp = p.last_offset;
+            }
+        }
+        if self.bytes_since_last_index_entry > 0
+            && self.bytes_since_last_index_entry >= self.index_interval_bytes
+        {
+            self.offset_index.append(last, position as u32);
+            self.time_index
+                .append(self.max_timestamp, self.offset_of_max_timestamp);
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += len;
+        self.size += len;
+        self.next_offset = Offset(last.0 + 1);
+        self.dirty = true;
+    }
+
+    /// Records an aborted transaction that ended in this segment.
+    pub fn append_aborted_txn(&mut self, txn: AbortedTxn) {
+        self.txn_index.append(txn);
+        self.dirty = true;
+    }
+
+    /// Reads `len` bytes at `pos`.
+    pub async fn read_at(&self, pos: u64, len: usize) -> FsResult<Bytes> {
+        let v = fs::read_exact_at(&self.log, &self.log_path, pos, len).await?;
+        Ok(Bytes::from(v))
+    }
+
+    /// Visits the batches from `from` to the end of the segment (or until `f` breaks).
+    /// Stops at the first invalid batch and reports it in [`ScanEnd::error`].
+    pub async fn scan<F>(&self, from: u64, verify_crc: bool, mut f: F) -> FsResult<ScanEnd>
+    where
+        F: FnMut(RecordBatch, u64) -> ControlFlow<()>,
+    {
+        let mut pos = from;
+        while pos < self.size {
+            let want = ((self.size - pos) as usize).min(SCAN_CHUNK_BYTES);
+            let chunk = self.read_at(pos, want).await?;
+            let mut at = 0usize;
+            while at < chunk.len() {
+                let abs = pos + at as u64;
+                let total = match frame_size(&chunk[at..], abs) {
+                    Ok(t) => t,
+                    Err(BatchError::Truncated { needed, .. })
+                        if abs + needed <= self.size && at > 0 =>
+                    {
+                        break; // the batch continues past this chunk: read from it
+                    }
+                    Err(BatchError::Truncated { needed, .. }) if abs + needed <= self.size => {
+                        // A single batch larger than the chunk.
+                        let whole = self.read_at(abs, needed as usize).await?;
+                        let batch = match parse(whole, abs, verify_crc) {
+                            Ok(b) => b,
+                            Err(e) => {
+                                return Ok(ScanEnd {
+                                    valid_end: abs,
+                                    error: Some(e),
+                                })
+                            }
+                        };
+                        let flow = f(batch, abs);
+                        at = needed as usize;
+                        if flow.is_break() {
+                            return Ok(ScanEnd {
+                                valid_end: pos + at as u64,
+                                error: None,
+                            });
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        return Ok(ScanEnd {
+                            valid_end: abs,
+                            error: Some(e),
+                        })
+                    }
+                };
+                let batch = match parse(chunk.slice(at..at + total), abs, verify_crc) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        return Ok(ScanEnd {
+                            valid_end: abs,
+                            error: Some(e),
+                        })
+                    }
+                };
+                at += total;
+                if f(batch, abs).is_break() {
+                    return Ok(ScanEnd {
+                        valid_end: pos + at as u64,
+                        error: None,
+                    });
+                }
+            }
+            pos += at as u64;
+        }
+        Ok(ScanEnd {
+            valid_end: pos,
+            error: None,
+        })
+    }
+
+    /// Position of the first batch whose last offset is >= `offset`, with that batch.
+    pub async fn translate_offset(&self, offset: Offset) -> FsResult<Option<(u64, RecordBatch)>> {
+        let (_, start) = self.offset_index.lookup(offset);
+        let mut found = None;
+        self.scan(u64::from(start), false, |batch, pos| {
+            if batch.last_offset() >= offset {
+                found = Some((pos, batch));
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .await?;
+        Ok(found)
+    }
+
+    /// Whole batches starting with the one holding `offset`, up to `max_bytes` (the first
+    /// batch is returned whole even when larger, as Kafka does).
+    pub async fn read(&self, offset: Offset, max_bytes: usize) -> FsResult<Option<(u64, Bytes)>> {
+        let Some((start, first)) = self.translate_offset(offset).await? else {
+            return Ok(None);
+        };
+        let mut end = start + first.size_in_bytes() as u64;
+        if (end - start) < max_bytes as u64 && end < self.size {
+            self.scan(end, false, |batch, pos| {
+                let next_end = pos + batch.size_in_bytes() as u64;
+                if next_end - start > max_bytes as u64 {
+                    return ControlFlow::Break(());
+                }
+                end = next_end;
+                ControlFlow::Continue(())
+            })
+            .await?;
+        }
+        if end - start == first.size_in_bytes() as u64 {
+            return Ok(Some((start, first.into_bytes())));
+        }
+        Ok(Some((
+            start,
+            self.read_at(start, (end - start) as usize).await?,
+        )))
+    }
+
+    /// Cuts the segment so it ends before the batch holding `offset`. Returns the bytes
+    /// removed. Index entries at or past `offset` go too.
+    pub async fn truncate_to(&mut self, offset: Offset) -> FsResult<u64> {
+        let Some((pos, batch)) = self.translate_offset(offset).await? else {
+            return Ok(0);
+        };
+        let removed = self.size - pos;
+        self.log
+            .truncate(pos)
+            .await
+            .map_err(fs_err("truncate", &self.log_path))?;
+        self.size = pos;
+        self.next_offset = if pos == 0 {
+            self.base_offset
+        } else {
+            batch.base_offset()
+        };
+        let cut = batch.base_offset();
+        self.offset_index.truncate_to(cut);
+        self.time_index.truncate_to(cut);
+        self.txn_index.truncate_to(cut);
+        for (i, len) in [
+            self.offset_index.len(),
+            self.time_index.len(),
+            self.txn_index.len(),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            self.persisted[i] = self.persisted[i].min(len);
+        }
+        match self.time_index.last_entry() {
+            Some((ts, off)) => {
+                self.max_timestamp = ts;
+                self.offset_of_max_timestamp = off;
+            }
+            None => {
+                self.max_timestamp = -1;
+                self.offset_of_max_timestamp = self.base_offset;
+            }
+        }
+        if self.size == 0 {
+            self.rolling_base_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        self.dirty = true;
+        Ok(removed)
+    }
+
+    /// Rebuilds all in-memory indexes and the end offset from the `.log`, validating
+    /// every batch (frame, magic, CRC, offsets increasing). The file is cut at the first
+    /// invalid batch. `on_batch` sees every valid batch in order and returns the aborted
+    /// transactions that end in it.
+    pub async fn recover<F>(&mut self, mut on_batch: F) -> FsResult<Option<RecoveryCut>>
+    where
+        F: FnMut(&RecordBatch) -> Vec<AbortedTxn>,
+    {
+        let old_size = self.size;
+        let mut placements = Vec::new();
+        let mut expected = self.base_offset;
+        let mut bad_offset = None;
+        let mut end = {
+            let base = self.base_offset;
+            self.scan(0, true, |batch, pos| {
+                let last = batch.last_offset();
+                if batch.base_offset() < expected || last.0 - base.0 > i64::from(i32::MAX) {
+                    bad_offset = Some((pos, batch.base_offset(), expected));
+                    return ControlFlow::Break(());
+                }
+                expected = batch.next_offset();
+                let txns = on_batch(&batch);
+                placements.push((pos, placement_of(&batch), txns));
+                ControlFlow::Continue(())
+            })
+            .await?
+        };
+        let mut reason = end.error.take().map(|e| e.to_string());
+        if let Some((pos, found, expected)) = bad_offset {
+            end.valid_end = pos;
+            reason = Some(format!(
+                "batch at position {pos} has base offset {found}, expected at least {expected}"
+            ));
+        }
+        self.offset_index = OffsetIndex::new(self.base_offset);
+        self.time_index = TimeIndex::new(self.base_offset);
+        self.txn_index = TransactionIndex::new(self.base_offset);
+        self.persisted = [0; 3];
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp = -1;
+        self.offset_of_max_timestamp = self.base_offset;
+        self.rolling_base_timestamp = None;
+        self.next_offset = self.base_offset;
+        self.size = 0;
+        for (pos, p, txns) in placements {
+            self.track_append(
+                pos,
+                u64::from(p.size),
+                std::slice::from_ref(&p),
+                p.last_offset,
+            );
+            for t in txns {
+                self.txn_index.append(t);
+            }
+        }
+        self.dirty = true;
+        if end.valid_end >= old_size {
+            return Ok(None);
+        }
+        self.log
+            .truncate(end.valid_end)
+            .await
+            .map_err(fs_err("truncate", &self.log_path))?;
+        Ok(Some(RecoveryCut {
+            position: end.valid_end,
+            bytes_removed: old_size - end.valid_end,
+            reason: reason.unwrap_or_else(|| "incomplete batch at the end".to_string()),
+        }))
+    }
+
+    /// Loads the index files written at the last flush and checks them against the
+    /// `.log`; returns false when they are missing or do not agree (rebuild then).
+    pub async fn load_indexes(&mut self) -> FsResult<bool> {
+        let path = |suffix: &str| Self::path_for(&self.dir, self.base_offset, suffix);
+        let (Some(oi), Some(ti)) = (
+            fs::read_all(&path(".index")).await?,
+            fs::read_all(&path(".timeindex")).await?,
+        ) else {
+            return Ok(false);
+        };
+        let txn = fs::read_all(&path(".txnindex")).await?.unwrap_or_default();
+        let (Ok(oi), Ok(ti), Ok(txn)) = (
+            OffsetIndex::parse(self.base_offset, &oi),
+            TimeIndex::parse(self.base_offset, &ti),
+            TransactionIndex::parse(self.base_offset, &txn),
+        ) else {
+            return Ok(false);
+        };
+        if let Some((_, pos)) = oi.last_entry() {
+            if u64::from(pos) >= self.size {
+                return Ok(false);
+            }
+        }
+        // The last batch gives the end offset and is a cheap consistency check.
+        let from = oi.last_entry().map_or(0, |(_, p)| u64::from(p));
+        let mut last = None;
+        let mut max_ts = (-1i64, self.base_offset);
+        let end = self
+            .scan(from, false, |b, _| {
+                if b.max_timestamp() > max_ts.0 {
+                    max_ts = (b.max_timestamp(), b.last_offset());
+                }
+                last = Some(b.next_offset());
+                ControlFlow::Continue(())
+            })
+            .await?;
+        if end.error.is_some() || end.valid_end != self.size {
+            return Ok(false);
+        }
+        self.next_offset = last.unwrap_or(self.base_offset);
+        if let Some((ts, off)) = ti.last_entry() {
+            if off >= self.next_offset {
+                return Ok(false);
+            }
+            if ts > max_ts.0 {
+                max_ts = (ts, off);
+            }
+        }
+        self.persisted = [oi.len(), ti.len(), txn.len()];
+        self.offset_index = oi;
+        self.time_index = ti;
+        self.txn_index = txn;
+        self.max_timestamp = max_ts.0;
+        self.offset_of_max_timestamp = max_ts.1;
+        if self.size > 0 {
+            // Roll-by-age counts from the first batch.
+            let first = self
+                .read_at(0, layout::HEADER_SIZE.min(self.size as usize))
+                .await?;
+            if first.len() >= layout::HEADER_SIZE {
+                let ts = i64::from_be_bytes(
+                    first[layout::MAX_TIMESTAMP..layout::MAX_TIMESTAMP + 8]
+                        .try_into()
+                        .unwrap_or([0xff; 8]),
+                );
+                self.rolling_base_timestamp = (ts >= 0).then_some(ts);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Replaces the in-memory transaction index with the `.txnindex` file's entries when
+    /// that file parses (used after rebuilding an old segment's other indexes, where no
+    /// producer-state replay is at hand to rebuild it). Returns whether it did.
+    pub async fn reload_txn_index(&mut self) -> FsResult<bool> {
+        let path = Self::path_for(&self.dir, self.base_offset, ".txnindex");
+        let Some(bytes) = fs::read_all(&path).await? else {
+            return Ok(false);
+        };
+        match TransactionIndex::parse(self.base_offset, &bytes) {
+            Ok(t) => {
+                self.txn_index = t;
+                self.persisted[2] = 0;
+                self.dirty = true;
+                Ok(true)
+            }
+            Err(_) => Ok(false),
+        }
+    }
+
+    /// Writes new index entries to their files and fsyncs the `.log` when `sync`.
+    pub async fn flush(&mut self, sync: bool) -> FsResult<()> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let oi = self.offset_index.to_bytes();
+        let ti = self.time_index.to_bytes();
+        let txn = self.txn_index.to_bytes();
+        let entry_sizes = [
+            OffsetIndex::ENTRY_SIZE,
+            TimeIndex::ENTRY_SIZE,
+            TransactionIndex::ENTRY_SIZE,
+        ];
+        for (i, (suffix, bytes)) in [(".index", oi), (".timeindex", ti), (".txnindex", txn)]
+            .into_iter()
+            .enumerate()
+        {
+            let from = self.persisted[i] * entry_sizes[i];
+            let path = Self::path_for(&self.dir, self.base_offset, suffix);
+            let count = bytes.len() / entry_sizes[i];
+            fs::write_tail(
+                &path,
+                bytes[from.min(bytes.len())..].to_vec(),
+                from as u64,
+                sync,
+            )
+            .await?;
+            self.persisted[i] = count;
+        }
+        if sync {
+            self.log
+                .fdatasync()
+                .await
+                .map_err(fs_err("fsync", &self.log_path))?;
+        }
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Called when the segment stops being the active one (Kafka's onBecomeInactive):
+    /// the time index gets a final entry for the newest timestamp.
+    pub fn seal(&mut self) {
+        if self.max_timestamp >= 0 {
+            self.time_index
+                .append(self.max_timestamp, self.offset_of_max_timestamp);
+            self.dirty = true;
+        }
+    }
+
+    pub async fn close(mut self) -> FsResult<()> {
+        self.flush(true).await?;
+        self.log
+            .close()
+            .await
+            .map_err(fs_err("close", &self.log_path))
+    }
+
+    /// Closes and removes all files of the segment.
+    pub async fn delete(self) -> FsResult<()> {
+        let dir = self.dir.clone();
+        let base = self.base_offset;
+        let path = self.log_path.clone();
+        self.log.close().await.map_err(fs_err("close", &path))?;
+        for suffix in [".log", ".index", ".timeindex", ".txnindex"] {
+            fs::remove_file(&Self::path_for(&dir, base, suffix)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The placement of a batch whose offsets are already final.
+pub fn placement_of(batch: &RecordBatch) -> BatchPlacement {
+    BatchPlacement {
+        base_offset: batch.base_offset(),
+        last_offset: batch.last_offset(),
+        max_timestamp: batch.max_timestamp(),
+        epoch: batch.partition_leader_epoch(),
+        size: batch.size_in_bytes() as u32,
+    }
+}
+
+fn parse(bytes: Bytes, pos: u64, verify_crc: bool) -> Result<RecordBatch, BatchError> {
+    if verify_crc {
+        RecordBatch::parse_verified(bytes, pos)
+    } else {
+        RecordBatch::parse(bytes, pos)
+    }
+}

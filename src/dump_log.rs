@@ -1,0 +1,276 @@
+//! `twinlog dump-log`: prints segment files and their companions the way
+//! kafka-dump-log.sh `--print-data-log` does. A debugging tool run outside the shards,
+//! so plain blocking std I/O is fine here. Corrupt input is reported, never a crash.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use bytes::Bytes;
+use dataplane::log::epoch_cache::LeaderEpochCache;
+use dataplane::log::index::{OffsetIndex, TimeIndex};
+use dataplane::log::loader::{format_topic_id, parse_partition_metadata};
+use dataplane::log::producer_state::decode_snapshot_entries;
+use dataplane::log::txn_index::TransactionIndex;
+use dataplane::types::Offset;
+use dataplane::wire::batch::{BatchIter, RecordBatch};
+use dataplane::wire::control::ControlType;
+use dataplane::wire::records::decode_records;
+
+/// Dumps each file; returns `Ok(false)` when any of them was corrupt.
+pub fn dump_files(files: &[PathBuf], records: bool, out: &mut impl Write) -> io::Result<bool> {
+    let mut all_ok = true;
+    for path in files {
+        writeln!(out, "Dumping {}", path.display())?;
+        let data = match std::fs::read(path) {
+            Ok(d) => d,
+            Err(e) => {
+                writeln!(out, "error: cannot read {}: {e}", path.display())?;
+                all_ok = false;
+                continue;
+            }
+        };
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let base = name
+            .split('.')
+            .next()
+            .and_then(|b| b.parse::<i64>().ok())
+            .map(Offset);
+        let ok = match (name.rsplit_once('.').map(|(_, ext)| ext), base) {
+            (Some("log"), Some(base)) => dump_segment(base, Bytes::from(data), records, out)?,
+            (Some("index"), Some(base)) => dump_offset_index(base, &data, out)?,
+            (Some("timeindex"), Some(base)) => dump_time_index(base, &data, out)?,
+            (Some("txnindex"), Some(base)) => dump_txn_index(base, &data, out)?,
+            (Some("snapshot"), Some(_)) => dump_snapshot(&data, out)?,
+            _ if name == "leader-epoch-checkpoint" => dump_epochs(&data, out)?,
+            _ if name == "partition.metadata" => dump_metadata(&data, out)?,
+            _ => {
+                writeln!(
+                    out,
+                    "error: {} is not a file dump-log knows (by name)",
+                    path.display()
+                )?;
+                false
+            }
+        };
+        all_ok &= ok;
+    }
+    Ok(all_ok)
+}
+
+fn dump_segment(
+    base: Offset,
+    data: Bytes,
+    records: bool,
+    out: &mut impl Write,
+) -> io::Result<bool> {
+    writeln!(out, "Log starting offset: {base}")?;
+    let mut iter = BatchIter::new(data, 0, false);
+    let mut position = 0usize;
+    while let Some(next) = iter.next() {
+        let batch = match next {
+            Ok(b) => b,
+            Err(e) => {
+                writeln!(out, "error: {e}; stopping at position {position}")?;
+                return Ok(false);
+            }
+        };
+        let crc_ok = batch.compute_crc() == batch.crc();
+        writeln!(
+            out,
+            "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
+             producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {} \
+             {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: {}",
+            batch.base_offset(),
+            batch.last_offset(),
+            batch.record_count(),
+            batch.base_sequence(),
+            batch.last_sequence(),
+            batch.producer_id(),
+            batch.producer_epoch(),
+            batch.partition_leader_epoch(),
+            batch.is_transactional(),
+            batch.is_control(),
+            position,
+            if batch.is_log_append_time() { "LogAppendTime" } else { "CreateTime" },
+            batch.max_timestamp(),
+            batch.size_in_bytes(),
+            batch.magic(),
+            batch.compression().name(),
+            batch.crc(),
+            crc_ok,
+        )?;
+        if batch.is_control() {
+            print_control(&batch, out)?;
+        } else if records {
+            print_records(&batch, out)?;
+        }
+        position = iter.position();
+        if !crc_ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+fn print_control(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
+    match batch.control_record() {
+        Ok(c) => match c.kind {
+            ControlType::Commit | ControlType::Abort => writeln!(
+                out,
+                "| offset: {} endTxnMarker: {} coordinatorEpoch: {}",
+                batch.base_offset(),
+                c.kind.name(),
+                c.coordinator_epoch.unwrap_or(-1)
+            ),
+            ControlType::MirrorPidReset => writeln!(
+                out,
+                "| offset: {} MIRROR_PID_RESET sourceClusterId: {}",
+                batch.base_offset(),
+                c.source_cluster_id.unwrap_or_default()
+            ),
+            ControlType::Other(t) => {
+                writeln!(
+                    out,
+                    "| offset: {} control record type {t} version {}",
+                    batch.base_offset(),
+                    c.version
+                )
+            }
+        },
+        Err(e) => writeln!(
+            out,
+            "| offset: {} error: bad control record: {e}",
+            batch.base_offset()
+        ),
+    }
+}
+
+fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
+    if batch.compression() != dataplane::wire::batch::Compression::None {
+        return writeln!(
+            out,
+            "| {} records compressed with {}: not decompressed",
+            batch.record_count(),
+            batch.compression().name()
+        );
+    }
+    match decode_records(&batch.records(), batch.record_count()) {
+        Ok(recs) => {
+            for r in recs {
+                let seq = if batch.base_sequence() >= 0 {
+                    batch.base_sequence().wrapping_add(r.offset_delta)
+                } else {
+                    -1
+                };
+                let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+                writeln!(
+                    out,
+                    "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: {} headerKeys: {:?} key: {} payload: {}",
+                    batch.base_offset().0 + i64::from(r.offset_delta),
+                    batch.base_timestamp() + r.timestamp_delta,
+                    r.key.as_ref().map_or(-1, |k| k.len() as i64),
+                    r.value.as_ref().map_or(-1, |v| v.len() as i64),
+                    seq,
+                    headers,
+                    r.key.as_ref().map_or(String::new(), |k| String::from_utf8_lossy(k).into_owned()),
+                    r.value.as_ref().map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned()),
+                )?;
+            }
+            Ok(())
+        }
+        Err(e) => writeln!(
+            out,
+            "| error: records of batch {} do not decode: {e}",
+            batch.base_offset()
+        ),
+    }
+}
+
+fn dump_offset_index(base: Offset, data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match OffsetIndex::parse(base, data) {
+        Ok(idx) => {
+            for (offset, position) in idx.entries() {
+                writeln!(out, "offset: {offset} position: {position}")?;
+            }
+            Ok(true)
+        }
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
+
+fn dump_time_index(base: Offset, data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match TimeIndex::parse(base, data) {
+        Ok(idx) => {
+            for (ts, offset) in idx.entries() {
+                writeln!(out, "timestamp: {ts} offset: {offset}")?;
+            }
+            Ok(true)
+        }
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
+
+fn dump_txn_index(base: Offset, data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match TransactionIndex::parse(base, data) {
+        Ok(idx) => {
+            for t in idx.entries() {
+                writeln!(
+                    out,
+                    "version: 0 producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+                    t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
+                )?;
+            }
+            Ok(true)
+        }
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
+
+fn dump_snapshot(data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match decode_snapshot_entries(data) {
+        Ok(entries) => {
+            for e in entries {
+                let txn = e
+                    .current_txn_first_offset
+                    .map_or("None".to_string(), |o| o.to_string());
+                write!(
+                    out,
+                    "producerId: {} producerEpoch: {} coordinatorEpoch: {} currentTxnFirstOffset: {} lastTimestamp: {}",
+                    e.producer_id, e.producer_epoch, e.coordinator_epoch, txn, e.last_timestamp_ms
+                )?;
+                for b in &e.batches {
+                    write!(
+                        out,
+                        " [firstSequence: {} lastSequence: {} lastOffset: {} offsetDelta: {} timestamp: {}]",
+                        b.first_seq, b.last_seq, b.last_offset, b.offset_delta, b.timestamp_ms
+                    )?;
+                }
+                writeln!(out)?;
+            }
+            Ok(true)
+        }
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
+
+fn dump_epochs(data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match LeaderEpochCache::parse_checkpoint(&String::from_utf8_lossy(data)) {
+        Ok(cache) => {
+            for e in cache.entries() {
+                writeln!(out, "epoch: {} startOffset: {}", e.epoch, e.start_offset)?;
+            }
+            Ok(true)
+        }
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
+
+fn dump_metadata(data: &[u8], out: &mut impl Write) -> io::Result<bool> {
+    match parse_partition_metadata(&String::from_utf8_lossy(data)) {
+        Ok(id) => writeln!(out, "topic_id: {} ({id})", format_topic_id(id)).map(|()| true),
+        Err(e) => writeln!(out, "error: {e}").map(|()| false),
+    }
+}
