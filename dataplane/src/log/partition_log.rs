@@ -391,16 +391,8 @@ impl PartitionLog {
             AppendKind::Coordinator => AppendOrigin::Coordinator,
         };
         let mut next = self.log_end_offset;
-        let mut total = 0usize;
-        let mut producer_append = self.producer_state.begin_append(origin);
         let mut placements = Vec::with_capacity(batches.len());
         for b in &batches {
-            producer_append
-                .append(&self.producer_state, b, next)
-                .map_err(|source| LogError::Producer {
-                    tp: self.tp.clone(),
-                    source,
-                })?;
             let last = Offset(next.0 + i64::from(b.last_offset_delta()));
             placements.push(BatchPlacement {
                 base_offset: next,
@@ -409,16 +401,28 @@ impl PartitionLog {
                 epoch: leader_epoch,
                 size: b.size_in_bytes() as u32,
             });
-            total += b.size_in_bytes();
             next = Offset(last.0 + 1);
         }
+        // Roll first: it snapshots producer state, which must not change between
+        // validation and commit.
+        self.maybe_roll(&placements, now_ms).await?;
+        let mut producer_append = self.producer_state.begin_append(origin);
+        for (b, p) in batches.iter().zip(&placements) {
+            producer_append
+                .append(&self.producer_state, b, p.base_offset)
+                .map_err(|source| LogError::Producer {
+                    tp: self.tp.clone(),
+                    source,
+                })?;
+        }
+        let total = placements.iter().map(|p| p.size as usize).sum();
         let mut buf = Vec::with_capacity(total);
         for (b, p) in batches.iter().zip(&placements) {
             let at = buf.len();
             buf.extend_from_slice(b.as_bytes());
             stamp_offset_and_epoch(&mut buf[at..], p.base_offset, leader_epoch);
         }
-        self.write(buf, &placements, &batches, now_ms).await?;
+        self.active_segment_mut().append(buf, &placements).await?;
         let completed = self.producer_state.commit(producer_append);
         self.after_append(&placements, &completed, &batches, now_ms)
             .await
@@ -435,9 +439,6 @@ impl PartitionLog {
     ) -> Result<LogAppendInfo, LogError> {
         let batches = self.parse_batches(records)?;
         let mut expected = self.log_end_offset;
-        let mut producer_append = self.producer_state.begin_append(AppendOrigin::Replication);
-        let mut placements = Vec::with_capacity(batches.len());
-        let mut total = 0usize;
         for b in &batches {
             if b.base_offset() != expected {
                 return Err(LogError::UnexpectedAppendOffset {
@@ -446,21 +447,28 @@ impl PartitionLog {
                     found: b.base_offset(),
                 });
             }
+            expected = b.next_offset();
+        }
+        let placements: Vec<BatchPlacement> = batches
+            .iter()
+            .map(crate::log::segment::placement_of)
+            .collect();
+        self.maybe_roll(&placements, now_ms).await?;
+        let mut producer_append = self.producer_state.begin_append(AppendOrigin::Replication);
+        for b in &batches {
             producer_append
                 .append(&self.producer_state, b, b.base_offset())
                 .map_err(|source| LogError::Producer {
                     tp: self.tp.clone(),
                     source,
                 })?;
-            placements.push(crate::log::segment::placement_of(b));
-            total += b.size_in_bytes();
-            expected = b.next_offset();
         }
+        let total = placements.iter().map(|p| p.size as usize).sum();
         let mut buf = Vec::with_capacity(total);
         for b in &batches {
             buf.extend_from_slice(b.as_bytes());
         }
-        self.write(buf, &placements, &batches, now_ms).await?;
+        self.active_segment_mut().append(buf, &placements).await?;
         let completed = self.producer_state.commit(producer_append);
         self.after_append(&placements, &completed, &batches, now_ms)
             .await
@@ -479,23 +487,6 @@ impl PartitionLog {
             });
         }
         Ok(batches)
-    }
-
-    async fn write(
-        &mut self,
-        buf: Vec<u8>,
-        placements: &[BatchPlacement],
-        batches: &[RecordBatch],
-        now_ms: i64,
-    ) -> Result<(), LogError> {
-        let last = placements
-            .last()
-            .map_or(self.log_end_offset, |p| p.last_offset);
-        let first_ts = batches.first().map_or(-1, RecordBatch::max_timestamp);
-        self.maybe_roll(buf.len() as u64, last, first_ts, now_ms)
-            .await?;
-        self.active_segment_mut().append(buf, placements).await?;
-        Ok(())
     }
 
     async fn after_append(
@@ -557,15 +548,17 @@ impl PartitionLog {
 
     async fn maybe_roll(
         &mut self,
-        size: u64,
-        last_offset: Offset,
-        first_ts: i64,
+        placements: &[BatchPlacement],
         now_ms: i64,
     ) -> Result<(), LogError> {
+        let (Some(first), Some(last)) = (placements.first(), placements.last()) else {
+            return Ok(());
+        };
+        let size: u64 = placements.iter().map(|p| u64::from(p.size)).sum();
         let active = self.active_segment();
         let full = active.size() + size > self.config.segment_bytes;
-        let old = active.is_older_than(self.config.segment_ms, now_ms.max(first_ts));
-        if active.is_empty() || !(full || old || !active.can_hold_offset(last_offset)) {
+        let old = active.is_older_than(self.config.segment_ms, now_ms.max(first.max_timestamp));
+        if active.is_empty() || !(full || old || !active.can_hold_offset(last.last_offset)) {
             return Ok(());
         }
         self.roll(now_ms).await
