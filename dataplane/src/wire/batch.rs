@@ -81,6 +81,12 @@ pub enum BatchError {
         record_count: i32,
         last_offset_delta: i32,
     },
+    #[error("batch at position {position} (base offset {base_offset}) has last offset delta {last_offset_delta}, which runs past the largest offset")]
+    OffsetOverflow {
+        position: u64,
+        base_offset: i64,
+        last_offset_delta: i32,
+    },
     #[error("batch at position {position} (base offset {base_offset}) is a control batch with a bad control record: {source}")]
     BadControlRecord {
         position: u64,
@@ -99,6 +105,7 @@ impl BatchError {
             | BatchError::UnsupportedMagic { position, .. }
             | BatchError::CrcMismatch { position, .. }
             | BatchError::RecordCountMismatch { position, .. }
+            | BatchError::OffsetOverflow { position, .. }
             | BatchError::BadControlRecord { position, .. } => *position,
         }
     }
@@ -233,6 +240,19 @@ impl RecordBatch {
                 position,
                 base_offset: self.base_offset().0,
                 record_count,
+                last_offset_delta,
+            });
+        }
+        // `last_offset` and `next_offset` must be representable: a base offset near
+        // i64::MAX from a client or a source cluster would otherwise overflow them.
+        let base_offset = self.base_offset().0;
+        if base_offset
+            .checked_add(i64::from(last_offset_delta) + 1)
+            .is_none()
+        {
+            return Err(BatchError::OffsetOverflow {
+                position,
+                base_offset,
                 last_offset_delta,
             });
         }
@@ -638,6 +658,23 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn offset_range_past_i64_max_is_an_error() {
+        let mut raw = sample(2).to_vec();
+        stamp_offset_and_epoch(&mut raw, Offset(i64::MAX - 1), LeaderEpoch(0));
+        assert!(matches!(
+            RecordBatch::parse(Bytes::from(raw.clone()), 0),
+            Err(BatchError::OffsetOverflow {
+                base_offset,
+                last_offset_delta: 1,
+                ..
+            }) if base_offset == i64::MAX - 1
+        ));
+        stamp_offset_and_epoch(&mut raw, Offset(i64::MAX - 2), LeaderEpoch(0));
+        let b = RecordBatch::parse(Bytes::from(raw), 0).expect("last offset fits");
+        assert_eq!(b.next_offset(), Offset(i64::MAX));
     }
 
     #[test]
