@@ -84,14 +84,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     tracing::info!(shards, data_dir = %args.data_dir.display(), partitions = partitions.len(), "twinlog starting");
 
     let data_dir = args.data_dir.clone();
+    let next_shard = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let handles = LocalExecutorPoolBuilder::new(PoolPlacement::MaxSpread(shards, None))
         .io_memory(IO_MEMORY_BYTES)
         .on_all_shards(move || {
             let stop = Arc::clone(&stop);
             let data_dir = data_dir.clone();
             let partitions = partitions.clone();
+            let shard = next_shard.fetch_add(1, Ordering::Relaxed);
             async move {
-                let shard = glommio::executor().id() - 1;
                 let mut logs = Vec::new();
                 for tp in partitions
                     .into_iter()

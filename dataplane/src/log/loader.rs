@@ -61,7 +61,10 @@ impl PartitionLog {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<PartitionLog, LogError> {
-        let dir = data_dir.join(tp.dir_name());
+        // glommio opens directories relative to nothing: make the path absolute.
+        let dir = std::path::absolute(data_dir.join(tp.dir_name())).map_err(|source| {
+            fs::FsError { op: "resolve", path: data_dir.to_path_buf(), source }
+        })?;
         fs::create_dir_all(&dir).await?;
         let topic_id = check_topic_id(&dir, &tp, topic_id).await?;
         let names = fs::list_dir(&dir).await?;
@@ -275,7 +278,12 @@ fn replay(
     batch: &crate::wire::batch::RecordBatch,
     from: Offset,
 ) -> Vec<AbortedTxn> {
-    cache.assign(batch.partition_leader_epoch(), batch.base_offset());
+    // Kafka's LogSegment.recover: only a newer epoch is assigned, so replaying a
+    // segment into the checkpointed cache cannot rewrite earlier epochs' history.
+    let epoch = batch.partition_leader_epoch();
+    if cache.latest_epoch().is_none_or(|latest| epoch > latest) {
+        cache.assign(epoch, batch.base_offset());
+    }
     if batch.base_offset() < from {
         return Vec::new();
     }
