@@ -175,8 +175,8 @@ fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
                     r.value.as_ref().map_or(-1, |v| v.len() as i64),
                     seq,
                     headers,
-                    r.key.as_ref().map_or(String::new(), |k| String::from_utf8_lossy(k).into_owned()),
-                    r.value.as_ref().map_or(String::new(), |v| String::from_utf8_lossy(v).into_owned()),
+                    r.key.as_ref().map_or(String::new(), |k| printable(k)),
+                    r.value.as_ref().map_or(String::new(), |v| printable(v)),
                 )?;
             }
             Ok(())
@@ -187,6 +187,18 @@ fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
             batch.base_offset()
         ),
     }
+}
+
+/// One line per record whatever the bytes hold: UTF-8 shown with escapes for control
+/// characters, other bytes as `\xNN`.
+fn printable(bytes: &[u8]) -> String {
+    bytes.utf8_chunks().fold(String::new(), |mut out, chunk| {
+        out.extend(chunk.valid().escape_debug());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+        out
+    })
 }
 
 fn dump_offset_index(base: Offset, data: &[u8], out: &mut impl Write) -> io::Result<bool> {

@@ -62,9 +62,12 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<PartitionLog, LogError> {
         // glommio opens directories relative to nothing: make the path absolute.
-        let dir = std::path::absolute(data_dir.join(tp.dir_name())).map_err(|source| {
-            fs::FsError { op: "resolve", path: data_dir.to_path_buf(), source }
-        })?;
+        let dir =
+            std::path::absolute(data_dir.join(tp.dir_name())).map_err(|source| fs::FsError {
+                op: "resolve",
+                path: data_dir.to_path_buf(),
+                source,
+            })?;
         fs::create_dir_all(&dir).await?;
         let topic_id = check_topic_id(&dir, &tp, topic_id).await?;
         let names = fs::list_dir(&dir).await?;

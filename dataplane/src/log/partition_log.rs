@@ -530,7 +530,7 @@ impl PartitionLog {
             .sum::<i64>();
         self.unflushed_records += record_count.max(1) as u64;
         if self.unflushed_records >= self.config.flush_messages
-            || (now_ms - self.last_flush_ms) as u64 >= self.config.flush_ms
+            || now_ms.saturating_sub(self.last_flush_ms).max(0) as u64 >= self.config.flush_ms
         {
             self.flush(now_ms).await?;
         }
