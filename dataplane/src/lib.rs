@@ -1,9 +1,13 @@
-//! Twinlog's data plane: Kafka wire formats, the partition log, and (later) the
-//! thread-per-core shards that serve clients and run mirror fetchers.
+//! Twinlog's data plane: Kafka wire formats, the partition log, and the thread-per-core
+//! shards that serve clients (and, later, run mirror fetchers).
 //!
 //! This crate never depends on `controlplane`; what it needs from there it names as a
-//! trait or frame type and the binary wires the implementation in.
+//! trait ([`controller::ControllerHandle`]) or a type ([`metadata::MetadataImage`]) and
+//! the binary wires the implementation in.
 
+pub mod controller;
 pub mod log;
+pub mod metadata;
 pub mod types;
 pub mod wire;
+pub mod shard;

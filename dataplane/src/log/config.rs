@@ -38,3 +38,95 @@ impl Default for LogConfig {
         }
     }
 }
+
+/// Topic-level config names Twinlog understands (Kafka's names).
+pub const TOPIC_CONFIG_NAMES: &[&str] = &[
+    "cleanup.policy",
+    "compression.type",
+    "flush.messages",
+    "flush.ms",
+    "index.interval.bytes",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.ms",
+];
+
+fn parse_int<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse::<T>()
+        .map_err(|_| format!("config `{name}`: expected {what}, got {value:?}"))
+}
+
+/// Applies one topic config to a log config. Errors name the key and say what was
+/// expected. Names that do not change the log (cleanup.policy, compression.type, ...) are
+/// validated only.
+pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Result<(), String> {
+    match name {
+        "segment.bytes" => {
+            let v: u64 = parse_int(name, value, "an integer >= 14")?;
+            if v < 14 {
+                return Err(format!("config `{name}`: expected an integer >= 14, got {value:?}"));
+            }
+            log.segment_bytes = v;
+        }
+        "segment.ms" => log.segment_ms = parse_int::<i64>(name, value, "a positive integer")?.max(1),
+        "retention.ms" => log.retention_ms = parse_int(name, value, "an integer (-1: unlimited)")?,
+        "retention.bytes" => log.retention_bytes = parse_int(name, value, "an integer (-1: unlimited)")?,
+        "index.interval.bytes" => log.index_interval_bytes = parse_int(name, value, "a non-negative integer")?,
+        "flush.messages" => {
+            let v: i64 = parse_int(name, value, "a positive integer")?;
+            log.flush_messages = if v <= 0 || v == i64::MAX { u64::MAX } else { v as u64 };
+        }
+        "flush.ms" => {
+            let v: i64 = parse_int(name, value, "a non-negative integer")?;
+            log.flush_ms = if v < 0 || v == i64::MAX { u64::MAX } else { v as u64 };
+        }
+        "max.message.bytes" => log.max_message_bytes = parse_int(name, value, "a non-negative integer")?,
+        "cleanup.policy" => {
+            for p in value.split(',') {
+                if !matches!(p.trim(), "delete" | "compact") {
+                    return Err(format!("config `{name}`: expected delete and/or compact, got {value:?}"));
+                }
+            }
+        }
+        "compression.type" => {
+            if !matches!(value, "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd") {
+                return Err(format!("config `{name}`: unknown codec {value:?}"));
+            }
+        }
+        "message.timestamp.type" => {
+            if value != "CreateTime" {
+                return Err(format!("config `{name}`: only CreateTime is supported, got {value:?}"));
+            }
+        }
+        "min.insync.replicas" => {
+            parse_int::<i32>(name, value, "a positive integer")?;
+        }
+        _ => return Err(format!("unknown topic config `{name}`")),
+    }
+    Ok(())
+}
+
+/// The current value of every topic config, as DescribeConfigs reports it.
+pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
+    let unlimited = |v: u64| if v == u64::MAX { i64::MAX.to_string() } else { v.to_string() };
+    vec![
+        ("cleanup.policy", "delete".to_string()),
+        ("compression.type", "producer".to_string()),
+        ("flush.messages", unlimited(log.flush_messages)),
+        ("flush.ms", unlimited(log.flush_ms)),
+        ("index.interval.bytes", log.index_interval_bytes.to_string()),
+        ("max.message.bytes", log.max_message_bytes.to_string()),
+        ("message.timestamp.type", "CreateTime".to_string()),
+        ("min.insync.replicas", "1".to_string()),
+        ("retention.bytes", log.retention_bytes.to_string()),
+        ("retention.ms", log.retention_ms.to_string()),
+        ("segment.bytes", log.segment_bytes.to_string()),
+        ("segment.ms", log.segment_ms.to_string()),
+    ]
+}

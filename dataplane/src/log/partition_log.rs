@@ -150,6 +150,11 @@ impl PartitionLog {
     pub fn config(&self) -> &LogConfig {
         &self.config
     }
+    /// Applies changed topic configs; they take effect from the next append or
+    /// retention pass.
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
     pub fn topic_id(&self) -> Option<uuid::Uuid> {
         self.topic_id
     }

@@ -1,0 +1,67 @@
+//! What the data plane asks of the controller. The data plane defines these types and
+//! the [`ControllerHandle`] trait; the control plane implements it and `src/` wires it
+//! in, so `dataplane` never depends on `controlplane`. Requests enter the way a cluster
+//! would route them: any connection's handler forwards admin RPCs through this trait.
+
+use futures::channel::oneshot;
+
+/// A topic to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1: the broker default (`num.partitions`).
+    pub num_partitions: i32,
+    /// -1: the broker default; anything but 1 fails on a single node.
+    pub replication_factor: i16,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// An admin request the controller applies as metadata records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminRequest {
+    CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
+    DeleteTopics { names: Vec<String> },
+    /// Grow topics to `count` partitions each.
+    CreatePartitions { topics: Vec<(String, i32)>, validate_only: bool },
+    /// Replace (`incremental == false`, AlterConfigs) or change (IncrementalAlterConfigs:
+    /// `None` deletes a key) a topic's configs.
+    AlterTopicConfigs { topic: String, configs: Vec<(String, Option<String>)>, incremental: bool, validate_only: bool },
+    /// A block of producer ids for a shard's InitProducerId answers.
+    AllocateProducerIds { count: i64 },
+}
+
+/// The per-item outcome of an admin request: a Kafka error code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminResult {
+    pub name: String,
+    pub error_code: i16,
+    pub message: Option<String>,
+}
+
+impl AdminResult {
+    pub fn ok(name: impl Into<String>) -> Self {
+        AdminResult { name: name.into(), error_code: 0, message: None }
+    }
+
+    pub fn err(name: impl Into<String>, error_code: i16, message: impl Into<String>) -> Self {
+        AdminResult { name: name.into(), error_code, message: Some(message.into()) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminResponse {
+    /// One result per topic (or per alter-configs resource), in request order.
+    Results(Vec<AdminResult>),
+    /// `[first, first + count)` is reserved for the asking shard.
+    ProducerIds { first: i64, count: i64 },
+    /// The whole request failed (e.g. the metadata log could not be written).
+    Failed { error_code: i16, message: String },
+}
+
+/// How the data plane reaches the controller. Implementations must be callable from any
+/// shard thread and never block it: the answer arrives on the returned channel once the
+/// records are durable in the metadata log and the new image is published (and, for new
+/// partitions, once their owning shards have created the logs).
+pub trait ControllerHandle: Send + Sync + std::fmt::Debug {
+    fn submit(&self, request: AdminRequest) -> oneshot::Receiver<AdminResponse>;
+}

@@ -1,0 +1,112 @@
+//! The metadata image the data plane follows. The control plane builds a new immutable
+//! [`MetadataImage`] for every committed change and publishes it through a
+//! [`MetadataCell`]; shards only ever read whole images, never control-plane internals.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use crate::log::LogConfig;
+use crate::types::TopicPartition;
+
+/// One partition as the controller placed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionImage {
+    pub partition: i32,
+    /// Node id of the leader (the only node until clustering exists).
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// The data-plane shard that owns the partition on its leader.
+    pub shard: usize,
+}
+
+/// One topic: id, partitions, configs (explicitly set ones) and the effective log config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: uuid::Uuid,
+    pub partitions: Vec<PartitionImage>,
+    /// Topic configs set explicitly (DescribeConfigs reports the rest as defaults).
+    pub configs: BTreeMap<String, String>,
+    /// Broker defaults with the topic's configs applied.
+    pub log_config: LogConfig,
+    pub internal: bool,
+}
+
+/// An immutable view of the cluster's metadata at one point of the metadata log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetadataImage {
+    pub cluster_id: String,
+    pub node_id: i32,
+    /// The address clients are told to connect to.
+    pub advertised: SocketAddr,
+    /// Offset of the last metadata record applied.
+    pub offset: u64,
+    pub topics: BTreeMap<String, Arc<TopicImage>>,
+    pub topics_by_id: HashMap<uuid::Uuid, String>,
+}
+
+impl MetadataImage {
+    pub fn empty(cluster_id: String, node_id: i32, advertised: SocketAddr) -> Self {
+        MetadataImage {
+            cluster_id,
+            node_id,
+            advertised,
+            offset: 0,
+            topics: BTreeMap::new(),
+            topics_by_id: HashMap::new(),
+        }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: uuid::Uuid) -> Option<&Arc<TopicImage>> {
+        self.topics_by_id.get(&id).and_then(|n| self.topics.get(n))
+    }
+
+    pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionImage> {
+        let topic = self.topics.get(&tp.topic)?;
+        usize::try_from(tp.partition).ok().and_then(|p| topic.partitions.get(p))
+    }
+}
+
+/// Where the current image is published. Readers clone the `Arc` under a short read
+/// lock (never held across an await); the controller swaps in a new image.
+#[derive(Debug)]
+pub struct MetadataCell {
+    current: RwLock<Arc<MetadataImage>>,
+}
+
+impl MetadataCell {
+    pub fn new(image: MetadataImage) -> Self {
+        MetadataCell { current: RwLock::new(Arc::new(image)) }
+    }
+
+    pub fn load(&self) -> Arc<MetadataImage> {
+        match self.current.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    pub fn publish(&self, image: MetadataImage) {
+        let image = Arc::new(image);
+        match self.current.write() {
+            Ok(mut g) => *g = image,
+            Err(poisoned) => *poisoned.into_inner() = image,
+        }
+    }
+}
+
+/// Default placement of a partition on a shard: FNV-1a over topic and partition, stable
+/// across restarts and processes. The controller records the result in the image.
+pub fn default_shard(topic: &str, partition: i32, shards: usize) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in topic.bytes().chain(partition.to_be_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % shards.max(1) as u64) as usize
+}

@@ -1,0 +1,256 @@
+//! Shards: one pinned glommio executor per core. Each partition is owned by exactly one
+//! shard ([`crate::metadata::PartitionImage::shard`]); only that shard touches its log.
+//! Work for another shard travels as a [`Job`] over that shard's bounded channel and its
+//! answer comes back on a oneshot channel.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use futures::channel::oneshot;
+use glommio::sync::RwLock;
+
+use crate::controller::ControllerHandle;
+use crate::log::{LogConfig, LogError, PartitionLog};
+use crate::metadata::MetadataCell;
+use crate::types::TopicPartition;
+
+/// A unit of work run on a shard with that shard's context.
+pub type Job = Box<dyn FnOnce(Rc<ShardCtx>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+/// The shard is gone (shutting down); the request cannot be served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("shard {0} is not running")]
+pub struct ShardGone(pub usize);
+
+/// Senders to every shard's job queue. Cheap to clone, usable from any thread.
+#[derive(Debug, Clone)]
+pub struct ShardRouter {
+    senders: Vec<async_channel::Sender<Job>>,
+}
+
+impl ShardRouter {
+    /// A router for `shards` shards whose queues hold at most `queue_max` jobs each, and
+    /// the receiving ends (one per shard, handed to [`ShardCtx::run_jobs`]).
+    pub fn new(shards: usize, queue_max: usize) -> (ShardRouter, Vec<async_channel::Receiver<Job>>) {
+        let (senders, receivers) = (0..shards).map(|_| async_channel::bounded(queue_max.max(1))).unzip();
+        (ShardRouter { senders }, receivers)
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Runs `f` on `shard` and returns its result. Waits (asynchronously) when the
+    /// shard's queue is full: the bound is the back-pressure between shards.
+    pub async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<ShardCtx>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        let sender = self.senders.get(shard).ok_or(ShardGone(shard))?;
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |ctx| {
+            Box::pin(async move {
+                let _ = tx.send(f(ctx).await);
+            })
+        });
+        sender.send(job).await.map_err(|_| ShardGone(shard))?;
+        rx.await.map_err(|_| ShardGone(shard))
+    }
+
+    /// Closes every queue: shards finish the jobs already queued and stop.
+    pub fn close(&self) {
+        for s in &self.senders {
+            s.close();
+        }
+    }
+}
+
+/// Broker settings the shards need.
+#[derive(Debug, Clone)]
+pub struct ShardSettings {
+    pub data_dir: PathBuf,
+    pub socket_request_max_bytes: usize,
+    pub in_flight_requests_max: usize,
+    pub auto_create_topics_enable: bool,
+    pub num_partitions: i32,
+    pub log_retention_check_interval_ms: u64,
+    pub default_log_config: LogConfig,
+}
+
+/// A partition owned by this shard. The async lock lets reads run together and
+/// serializes appends, truncation and retention.
+#[derive(Debug)]
+pub struct OwnedPartition {
+    pub log: RwLock<PartitionLog>,
+}
+
+/// Everything one shard owns.
+#[derive(Debug)]
+pub struct ShardCtx {
+    pub id: usize,
+    pub router: ShardRouter,
+    pub metadata: Arc<MetadataCell>,
+    pub controller: Arc<dyn ControllerHandle>,
+    pub settings: Arc<ShardSettings>,
+    partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+    /// Producer ids reserved for this shard's InitProducerId answers: [next, end).
+    producer_ids: RefCell<(i64, i64)>,
+}
+
+pub fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ShardCtx {
+    pub fn new(
+        id: usize,
+        router: ShardRouter,
+        metadata: Arc<MetadataCell>,
+        controller: Arc<dyn ControllerHandle>,
+        settings: Arc<ShardSettings>,
+    ) -> Rc<ShardCtx> {
+        Rc::new(ShardCtx {
+            id,
+            router,
+            metadata,
+            controller,
+            settings,
+            partitions: RefCell::new(HashMap::new()),
+            producer_ids: RefCell::new((0, 0)),
+        })
+    }
+
+    /// Serves jobs from other shards (and the controller) until the queue closes.
+    pub async fn run_jobs(self: Rc<Self>, jobs: async_channel::Receiver<Job>) {
+        while let Ok(job) = jobs.recv().await {
+            glommio::spawn_local(job(Rc::clone(&self))).detach();
+        }
+    }
+
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Rc<OwnedPartition>> {
+        self.partitions.borrow().get(tp).cloned()
+    }
+
+    pub fn partition_count(&self) -> usize {
+        self.partitions.borrow().len()
+    }
+
+    /// Opens (creating or recovering) the log of a partition this shard owns. Idempotent.
+    pub async fn open_partition(
+        &self,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+    ) -> Result<(), LogError> {
+        if self.partitions.borrow().contains_key(&tp) {
+            return Ok(());
+        }
+        let log = PartitionLog::open(&self.settings.data_dir, tp.clone(), Some(topic_id), config, now_ms()).await?;
+        self.partitions
+            .borrow_mut()
+            .entry(tp)
+            .or_insert_with(|| Rc::new(OwnedPartition { log: RwLock::new(log) }));
+        Ok(())
+    }
+
+    /// Deletes a partition's log and directory.
+    pub async fn delete_partition(&self, tp: &TopicPartition) -> Result<(), LogError> {
+        let Some(p) = self.partitions.borrow_mut().remove(tp) else { return Ok(()) };
+        let guard = p.log.write().await.map_err(|_| closed_lock(tp))?;
+        drop(guard);
+        match Rc::try_unwrap(p) {
+            Ok(owned) => {
+                let log = owned.log.into_inner().map_err(|_| closed_lock(tp))?;
+                log.delete().await
+            }
+            Err(_) => {
+                // Still referenced by an in-flight request: it finishes against the old
+                // handle; the directory is removed when the last user lets go.
+                tracing::warn!(%tp, "partition deleted while in use; files removed on next start");
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies a new log config (topic config change).
+    pub async fn update_config(&self, tp: &TopicPartition, config: LogConfig) {
+        if let Some(p) = self.partition(tp) {
+            if let Ok(mut log) = p.log.write().await {
+                log.set_config(config);
+            }
+        }
+    }
+
+    /// Closes every log cleanly (flush, snapshots, clean-shutdown marker).
+    pub async fn close_all(&self) {
+        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> = self.partitions.borrow_mut().drain().collect();
+        for (tp, p) in all {
+            if let Ok(g) = p.log.write().await {
+                drop(g);
+            }
+            match Rc::try_unwrap(p) {
+                Ok(owned) => match owned.log.into_inner() {
+                    Ok(log) => {
+                        if let Err(e) = log.close(now_ms()).await {
+                            tracing::error!(%tp, error = %e, "clean close failed");
+                        }
+                    }
+                    Err(_) => tracing::error!(%tp, "log lock closed at shutdown"),
+                },
+                Err(_) => tracing::warn!(%tp, "partition still in use at shutdown; next start recovers it"),
+            }
+        }
+    }
+
+    /// Retention and producer-id expiration for every owned partition.
+    pub async fn housekeeping(&self) {
+        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> =
+            self.partitions.borrow().iter().map(|(k, v)| (k.clone(), Rc::clone(v))).collect();
+        let now = now_ms();
+        for (tp, p) in all {
+            if let Ok(mut log) = p.log.write().await {
+                if let Err(e) = log.delete_old_segments(now).await {
+                    tracing::error!(%tp, error = %e, "retention failed");
+                }
+                log.remove_expired_producers(now);
+            }
+        }
+    }
+
+    /// Hands out one producer id, asking the controller for a new block when needed.
+    pub async fn next_producer_id(&self) -> Result<i64, i16> {
+        {
+            let mut ids = self.producer_ids.borrow_mut();
+            if ids.0 < ids.1 {
+                ids.0 += 1;
+                return Ok(ids.0 - 1);
+            }
+        }
+        let rx = self.controller.submit(crate::controller::AdminRequest::AllocateProducerIds { count: 1000 });
+        match rx.await {
+            Ok(crate::controller::AdminResponse::ProducerIds { first, count }) => {
+                let mut ids = self.producer_ids.borrow_mut();
+                *ids = (first + 1, first + count);
+                Ok(first)
+            }
+            Ok(crate::controller::AdminResponse::Failed { error_code, .. }) => Err(error_code),
+            _ => Err(kafka_protocol::ResponseError::UnknownServerError.code()),
+        }
+    }
+}
+
+fn closed_lock(tp: &TopicPartition) -> LogError {
+    LogError::CorruptMetadata {
+        tp: tp.clone(),
+        path: PathBuf::new(),
+        reason: "partition lock closed".to_string(),
+    }
+}
