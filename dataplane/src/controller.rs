@@ -19,15 +19,30 @@ pub struct NewTopic {
 /// An admin request the controller applies as metadata records.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AdminRequest {
-    CreateTopics { topics: Vec<NewTopic>, validate_only: bool },
-    DeleteTopics { names: Vec<String> },
+    CreateTopics {
+        topics: Vec<NewTopic>,
+        validate_only: bool,
+    },
+    DeleteTopics {
+        names: Vec<String>,
+    },
     /// Grow topics to `count` partitions each.
-    CreatePartitions { topics: Vec<(String, i32)>, validate_only: bool },
+    CreatePartitions {
+        topics: Vec<(String, i32)>,
+        validate_only: bool,
+    },
     /// Replace (`incremental == false`, AlterConfigs) or change (IncrementalAlterConfigs:
     /// `None` deletes a key) a topic's configs.
-    AlterTopicConfigs { topic: String, configs: Vec<(String, Option<String>)>, incremental: bool, validate_only: bool },
+    AlterTopicConfigs {
+        topic: String,
+        configs: Vec<(String, Option<String>)>,
+        incremental: bool,
+        validate_only: bool,
+    },
     /// A block of producer ids for a shard's InitProducerId answers.
-    AllocateProducerIds { count: i64 },
+    AllocateProducerIds {
+        count: i64,
+    },
 }
 
 /// The per-item outcome of an admin request: a Kafka error code and message.
@@ -40,11 +55,19 @@ pub struct AdminResult {
 
 impl AdminResult {
     pub fn ok(name: impl Into<String>) -> Self {
-        AdminResult { name: name.into(), error_code: 0, message: None }
+        AdminResult {
+            name: name.into(),
+            error_code: 0,
+            message: None,
+        }
     }
 
     pub fn err(name: impl Into<String>, error_code: i16, message: impl Into<String>) -> Self {
-        AdminResult { name: name.into(), error_code, message: Some(message.into()) }
+        AdminResult {
+            name: name.into(),
+            error_code,
+            message: Some(message.into()),
+        }
     }
 }
 

@@ -5,9 +5,11 @@
 //! trait ([`controller::ControllerHandle`]) or a type ([`metadata::MetadataImage`]) and
 //! the binary wires the implementation in.
 
+pub mod api;
 pub mod controller;
 pub mod log;
 pub mod metadata;
+pub mod net;
+pub mod shard;
 pub mod types;
 pub mod wire;
-pub mod shard;

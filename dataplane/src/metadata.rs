@@ -68,7 +68,9 @@ impl MetadataImage {
 
     pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionImage> {
         let topic = self.topics.get(&tp.topic)?;
-        usize::try_from(tp.partition).ok().and_then(|p| topic.partitions.get(p))
+        usize::try_from(tp.partition)
+            .ok()
+            .and_then(|p| topic.partitions.get(p))
     }
 }
 
@@ -81,7 +83,9 @@ pub struct MetadataCell {
 
 impl MetadataCell {
     pub fn new(image: MetadataImage) -> Self {
-        MetadataCell { current: RwLock::new(Arc::new(image)) }
+        MetadataCell {
+            current: RwLock::new(Arc::new(image)),
+        }
     }
 
     pub fn load(&self) -> Arc<MetadataImage> {

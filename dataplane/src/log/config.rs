@@ -70,38 +70,63 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
         "segment.bytes" => {
             let v: u64 = parse_int(name, value, "an integer >= 14")?;
             if v < 14 {
-                return Err(format!("config `{name}`: expected an integer >= 14, got {value:?}"));
+                return Err(format!(
+                    "config `{name}`: expected an integer >= 14, got {value:?}"
+                ));
             }
             log.segment_bytes = v;
         }
-        "segment.ms" => log.segment_ms = parse_int::<i64>(name, value, "a positive integer")?.max(1),
+        "segment.ms" => {
+            log.segment_ms = parse_int::<i64>(name, value, "a positive integer")?.max(1)
+        }
         "retention.ms" => log.retention_ms = parse_int(name, value, "an integer (-1: unlimited)")?,
-        "retention.bytes" => log.retention_bytes = parse_int(name, value, "an integer (-1: unlimited)")?,
-        "index.interval.bytes" => log.index_interval_bytes = parse_int(name, value, "a non-negative integer")?,
+        "retention.bytes" => {
+            log.retention_bytes = parse_int(name, value, "an integer (-1: unlimited)")?
+        }
+        "index.interval.bytes" => {
+            log.index_interval_bytes = parse_int(name, value, "a non-negative integer")?
+        }
         "flush.messages" => {
             let v: i64 = parse_int(name, value, "a positive integer")?;
-            log.flush_messages = if v <= 0 || v == i64::MAX { u64::MAX } else { v as u64 };
+            log.flush_messages = if v <= 0 || v == i64::MAX {
+                u64::MAX
+            } else {
+                v as u64
+            };
         }
         "flush.ms" => {
             let v: i64 = parse_int(name, value, "a non-negative integer")?;
-            log.flush_ms = if v < 0 || v == i64::MAX { u64::MAX } else { v as u64 };
+            log.flush_ms = if v < 0 || v == i64::MAX {
+                u64::MAX
+            } else {
+                v as u64
+            };
         }
-        "max.message.bytes" => log.max_message_bytes = parse_int(name, value, "a non-negative integer")?,
+        "max.message.bytes" => {
+            log.max_message_bytes = parse_int(name, value, "a non-negative integer")?
+        }
         "cleanup.policy" => {
             for p in value.split(',') {
                 if !matches!(p.trim(), "delete" | "compact") {
-                    return Err(format!("config `{name}`: expected delete and/or compact, got {value:?}"));
+                    return Err(format!(
+                        "config `{name}`: expected delete and/or compact, got {value:?}"
+                    ));
                 }
             }
         }
         "compression.type" => {
-            if !matches!(value, "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd") {
+            if !matches!(
+                value,
+                "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd"
+            ) {
                 return Err(format!("config `{name}`: unknown codec {value:?}"));
             }
         }
         "message.timestamp.type" => {
             if value != "CreateTime" {
-                return Err(format!("config `{name}`: only CreateTime is supported, got {value:?}"));
+                return Err(format!(
+                    "config `{name}`: only CreateTime is supported, got {value:?}"
+                ));
             }
         }
         "min.insync.replicas" => {
@@ -114,7 +139,13 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
 
 /// The current value of every topic config, as DescribeConfigs reports it.
 pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
-    let unlimited = |v: u64| if v == u64::MAX { i64::MAX.to_string() } else { v.to_string() };
+    let unlimited = |v: u64| {
+        if v == u64::MAX {
+            i64::MAX.to_string()
+        } else {
+            v.to_string()
+        }
+    };
     vec![
         ("cleanup.policy", "delete".to_string()),
         ("compression.type", "producer".to_string()),

@@ -37,8 +37,13 @@ pub struct ShardRouter {
 impl ShardRouter {
     /// A router for `shards` shards whose queues hold at most `queue_max` jobs each, and
     /// the receiving ends (one per shard, handed to [`ShardCtx::run_jobs`]).
-    pub fn new(shards: usize, queue_max: usize) -> (ShardRouter, Vec<async_channel::Receiver<Job>>) {
-        let (senders, receivers) = (0..shards).map(|_| async_channel::bounded(queue_max.max(1))).unzip();
+    pub fn new(
+        shards: usize,
+        queue_max: usize,
+    ) -> (ShardRouter, Vec<async_channel::Receiver<Job>>) {
+        let (senders, receivers) = (0..shards)
+            .map(|_| async_channel::bounded(queue_max.max(1)))
+            .unzip();
         (ShardRouter { senders }, receivers)
     }
 
@@ -106,7 +111,9 @@ pub struct ShardCtx {
 }
 
 pub fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl ShardCtx {
@@ -153,17 +160,27 @@ impl ShardCtx {
         if self.partitions.borrow().contains_key(&tp) {
             return Ok(());
         }
-        let log = PartitionLog::open(&self.settings.data_dir, tp.clone(), Some(topic_id), config, now_ms()).await?;
-        self.partitions
-            .borrow_mut()
-            .entry(tp)
-            .or_insert_with(|| Rc::new(OwnedPartition { log: RwLock::new(log) }));
+        let log = PartitionLog::open(
+            &self.settings.data_dir,
+            tp.clone(),
+            Some(topic_id),
+            config,
+            now_ms(),
+        )
+        .await?;
+        self.partitions.borrow_mut().entry(tp).or_insert_with(|| {
+            Rc::new(OwnedPartition {
+                log: RwLock::new(log),
+            })
+        });
         Ok(())
     }
 
     /// Deletes a partition's log and directory.
     pub async fn delete_partition(&self, tp: &TopicPartition) -> Result<(), LogError> {
-        let Some(p) = self.partitions.borrow_mut().remove(tp) else { return Ok(()) };
+        let Some(p) = self.partitions.borrow_mut().remove(tp) else {
+            return Ok(());
+        };
         let guard = p.log.write().await.map_err(|_| closed_lock(tp))?;
         drop(guard);
         match Rc::try_unwrap(p) {
@@ -191,7 +208,8 @@ impl ShardCtx {
 
     /// Closes every log cleanly (flush, snapshots, clean-shutdown marker).
     pub async fn close_all(&self) {
-        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> = self.partitions.borrow_mut().drain().collect();
+        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> =
+            self.partitions.borrow_mut().drain().collect();
         for (tp, p) in all {
             if let Ok(g) = p.log.write().await {
                 drop(g);
@@ -205,15 +223,21 @@ impl ShardCtx {
                     }
                     Err(_) => tracing::error!(%tp, "log lock closed at shutdown"),
                 },
-                Err(_) => tracing::warn!(%tp, "partition still in use at shutdown; next start recovers it"),
+                Err(_) => {
+                    tracing::warn!(%tp, "partition still in use at shutdown; next start recovers it")
+                }
             }
         }
     }
 
     /// Retention and producer-id expiration for every owned partition.
     pub async fn housekeeping(&self) {
-        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> =
-            self.partitions.borrow().iter().map(|(k, v)| (k.clone(), Rc::clone(v))).collect();
+        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> = self
+            .partitions
+            .borrow()
+            .iter()
+            .map(|(k, v)| (k.clone(), Rc::clone(v)))
+            .collect();
         let now = now_ms();
         for (tp, p) in all {
             if let Ok(mut log) = p.log.write().await {
@@ -234,7 +258,9 @@ impl ShardCtx {
                 return Ok(ids.0 - 1);
             }
         }
-        let rx = self.controller.submit(crate::controller::AdminRequest::AllocateProducerIds { count: 1000 });
+        let rx = self
+            .controller
+            .submit(crate::controller::AdminRequest::AllocateProducerIds { count: 1000 });
         match rx.await {
             Ok(crate::controller::AdminResponse::ProducerIds { first, count }) => {
                 let mut ids = self.producer_ids.borrow_mut();
@@ -252,5 +278,22 @@ fn closed_lock(tp: &TopicPartition) -> LogError {
         tp: tp.clone(),
         path: PathBuf::new(),
         reason: "partition lock closed".to_string(),
+    }
+}
+
+impl ShardCtx {
+    /// Runs `f` on the shard that owns the work: directly when that is this shard,
+    /// otherwise as a job over the router.
+    pub async fn run_on<R, F, Fut>(self: &Rc<Self>, shard: usize, f: F) -> Result<R, ShardGone>
+    where
+        R: Send + 'static,
+        F: FnOnce(Rc<ShardCtx>) -> Fut + Send + 'static,
+        Fut: Future<Output = R> + 'static,
+    {
+        if shard == self.id {
+            Ok(f(Rc::clone(self)).await)
+        } else {
+            self.router.call(shard, f).await
+        }
     }
 }

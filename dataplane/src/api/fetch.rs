@@ -1,0 +1,311 @@
+//! Fetch (1), consumer form. Stored batches go out as they are (the log's `Bytes`),
+//! bounded by the high watermark (read_uncommitted) or the last stable offset
+//! (read_committed, with the aborted transactions of the range). MinBytes/MaxWaitMs
+//! long-poll by re-reading until enough data arrived or the wait is over. Twinlog does
+//! not create incremental fetch sessions: it answers session id 0, which tells clients
+//! to keep sending full requests (a correct sessionless answer).
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::ResponseError;
+
+use crate::api::errors::log_error_code;
+use crate::api::topic_name;
+use crate::shard::ShardCtx;
+use crate::types::{Offset, TopicPartition};
+use crate::wire::batch::{frame_size, layout};
+
+/// How often a long-polling fetch looks for new data.
+const LONG_POLL_STEP: Duration = Duration::from_millis(2);
+
+#[derive(Debug, Clone, Default)]
+pub struct PartitionFetchResult {
+    pub error_code: i16,
+    pub high_watermark: i64,
+    pub last_stable_offset: i64,
+    pub log_start_offset: i64,
+    pub records: Bytes,
+    pub aborted: Option<Vec<(i64, i64)>>,
+}
+
+/// Reads one partition on its owning shard.
+pub async fn read_on_owner(
+    ctx: Rc<ShardCtx>,
+    tp: TopicPartition,
+    fetch_offset: i64,
+    max_bytes: usize,
+    read_committed: bool,
+) -> PartitionFetchResult {
+    let Some(partition) = ctx.partition(&tp) else {
+        return PartitionFetchResult {
+            error_code: ResponseError::NotLeaderOrFollower.code(),
+            ..Default::default()
+        };
+    };
+    let Ok(log) = partition.log.read().await else {
+        return PartitionFetchResult {
+            error_code: ResponseError::NotLeaderOrFollower.code(),
+            ..Default::default()
+        };
+    };
+    let hw = log.high_watermark();
+    let lso = log.last_stable_offset();
+    let mut out = PartitionFetchResult {
+        error_code: 0,
+        high_watermark: hw.0,
+        last_stable_offset: lso.0,
+        log_start_offset: log.log_start_offset().0,
+        records: Bytes::new(),
+        aborted: None,
+    };
+    let upper = if read_committed { lso } else { hw };
+    let offset = Offset(fetch_offset);
+    if offset < log.log_start_offset() || offset > log.log_end_offset() {
+        out.error_code = ResponseError::OffsetOutOfRange.code();
+        return out;
+    }
+    if offset >= upper || max_bytes == 0 {
+        if read_committed {
+            out.aborted = Some(Vec::new());
+        }
+        return out;
+    }
+    match log.read(offset, max_bytes).await {
+        Ok(data) => {
+            let (records, end) = cut_at(data.records, upper);
+            if read_committed {
+                let aborted = log
+                    .aborted_transactions(offset, end)
+                    .into_iter()
+                    .map(|t| (t.producer_id.0, t.first_offset.0))
+                    .collect();
+                out.aborted = Some(aborted);
+            }
+            out.records = records;
+        }
+        Err(e) => {
+            tracing::warn!(%tp, error = %e, "fetch read failed");
+            out.error_code = log_error_code(&e);
+        }
+    }
+    out
+}
+
+/// Keeps only whole batches that start below `upper`; returns them and the offset after
+/// the last one kept.
+fn cut_at(records: Bytes, upper: Offset) -> (Bytes, Offset) {
+    let mut at = 0usize;
+    let mut end = Offset(0);
+    while at + layout::HEADER_SIZE <= records.len() {
+        let Ok(size) = frame_size(&records[at..], at as u64) else {
+            break;
+        };
+        let base = i64::from_be_bytes(records[at..at + 8].try_into().unwrap_or([0; 8]));
+        if base >= upper.0 {
+            break;
+        }
+        let delta = i32::from_be_bytes(
+            records[at + layout::LAST_OFFSET_DELTA..at + layout::LAST_OFFSET_DELTA + 4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        end = Offset(base + i64::from(delta) + 1);
+        at += size;
+    }
+    (records.slice(..at), end)
+}
+
+struct Wanted {
+    tp: TopicPartition,
+    shard: usize,
+    offset: i64,
+    max_bytes: usize,
+}
+
+pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> FetchResponse {
+    let started = Instant::now();
+    let image = ctx.metadata.load();
+    let read_committed = request.isolation_level == 1;
+    let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
+    let min_bytes = request.min_bytes.max(0) as usize;
+    let max_bytes = if request.max_bytes <= 0 {
+        usize::MAX
+    } else {
+        request.max_bytes as usize
+    };
+
+    let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    let mut wanted: Vec<Wanted> = Vec::new();
+    // Results slots, in request order: (topic index, partition index in topic).
+    let mut slots: Vec<(usize, usize, Option<PartitionFetchResult>)> = Vec::new();
+    for t in request.topics {
+        let (name, resolved) = if version >= 13 {
+            match image.topic_by_id(t.topic_id) {
+                Some(ti) => (ti.name.clone(), true),
+                None => (String::new(), false),
+            }
+        } else {
+            let n = t.topic.0.to_string();
+            let found = image.topic(&n).is_some();
+            (n, found)
+        };
+        let topic_index = topics.len();
+        let mut resp = FetchableTopicResponse::default();
+        if version >= 13 {
+            resp.topic_id = t.topic_id;
+        } else {
+            resp.topic = topic_name(&name);
+        }
+        for p in t.partitions {
+            let pi = resp.partitions.len();
+            resp.partitions
+                .push(PartitionData::default().with_partition_index(p.partition));
+            let tp = TopicPartition::new(name.clone(), p.partition);
+            let owner = if resolved {
+                image.partition(&tp).map(|pim| pim.shard)
+            } else {
+                None
+            };
+            match owner {
+                Some(shard) => {
+                    slots.push((topic_index, pi, None));
+                    wanted.push(Wanted {
+                        tp,
+                        shard,
+                        offset: p.fetch_offset,
+                        max_bytes: p.partition_max_bytes.max(0) as usize,
+                    });
+                }
+                None => {
+                    let code = if version >= 13 && !resolved {
+                        ResponseError::UnknownTopicId.code()
+                    } else {
+                        ResponseError::UnknownTopicOrPartition.code()
+                    };
+                    slots.push((
+                        topic_index,
+                        pi,
+                        Some(PartitionFetchResult {
+                            error_code: code,
+                            ..Default::default()
+                        }),
+                    ));
+                }
+            }
+        }
+        topics.push(resp);
+    }
+
+    let mut results: Vec<PartitionFetchResult>;
+    loop {
+        results = read_all(ctx, &wanted, read_committed).await;
+        let total: usize = results.iter().map(|r| r.records.len()).sum();
+        let any_error = results.iter().any(|r| r.error_code != 0);
+        if total >= min_bytes.max(1) || any_error || started.elapsed() >= max_wait {
+            break;
+        }
+        glommio::timer::sleep(LONG_POLL_STEP.min(max_wait.saturating_sub(started.elapsed()))).await;
+    }
+
+    // Enforce the response-wide max_bytes in request order: the first non-empty
+    // partition always keeps its data, later ones are dropped once the budget is spent.
+    let mut budget = max_bytes;
+    let mut first = true;
+    for r in &mut results {
+        if r.records.is_empty() {
+            continue;
+        }
+        if !first && r.records.len() > budget {
+            r.records = Bytes::new();
+            continue;
+        }
+        budget = budget.saturating_sub(r.records.len());
+        first = false;
+    }
+
+    let mut fetched = results.into_iter();
+    for (topic_index, pi, preset) in slots {
+        let r = match preset {
+            Some(r) => r,
+            None => fetched.next().unwrap_or_default(),
+        };
+        let data = &mut topics[topic_index].partitions[pi];
+        data.error_code = r.error_code;
+        data.high_watermark = r.high_watermark;
+        data.last_stable_offset = r.last_stable_offset;
+        if version >= 5 {
+            data.log_start_offset = r.log_start_offset;
+        }
+        data.aborted_transactions = r.aborted.map(|v| {
+            v.into_iter()
+                .map(|(pid, first)| {
+                    AbortedTransaction::default()
+                        .with_producer_id(ProducerId(pid))
+                        .with_first_offset(first)
+                })
+                .collect()
+        });
+        data.records = Some(r.records);
+    }
+    let mut resp = FetchResponse::default().with_responses(topics);
+    if version >= 7 && request.session_id != 0 {
+        resp.error_code = ResponseError::FetchSessionIdNotFound.code();
+        resp.responses.clear();
+    }
+    resp
+}
+
+/// Reads every wanted partition, one job per owning shard, in parallel across shards.
+async fn read_all(
+    ctx: &Rc<ShardCtx>,
+    wanted: &[Wanted],
+    read_committed: bool,
+) -> Vec<PartitionFetchResult> {
+    let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, TopicPartition, i64, usize)>> =
+        Default::default();
+    for (i, w) in wanted.iter().enumerate() {
+        by_shard
+            .entry(w.shard)
+            .or_default()
+            .push((i, w.tp.clone(), w.offset, w.max_bytes));
+    }
+    let jobs = by_shard.into_iter().map(|(shard, work)| {
+        let ctx = Rc::clone(ctx);
+        async move {
+            let idx: Vec<usize> = work.iter().map(|w| w.0).collect();
+            let out = ctx
+                .run_on(shard, move |ctx| async move {
+                    let mut out = Vec::with_capacity(work.len());
+                    for (_, tp, offset, max) in work {
+                        out.push(
+                            read_on_owner(Rc::clone(&ctx), tp, offset, max, read_committed).await,
+                        );
+                    }
+                    out
+                })
+                .await
+                .unwrap_or_else(|_| {
+                    idx.iter()
+                        .map(|_| PartitionFetchResult {
+                            error_code: ResponseError::NotLeaderOrFollower.code(),
+                            ..Default::default()
+                        })
+                        .collect()
+                });
+            idx.into_iter().zip(out).collect::<Vec<_>>()
+        }
+    });
+    let mut all: Vec<(usize, PartitionFetchResult)> = futures::future::join_all(jobs)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, r)| r).collect()
+}

@@ -1,0 +1,151 @@
+//! Metadata (3): brokers (this node), cluster id, controller, topics with ids and
+//! partitions. Unknown topics are created when the client allows it and
+//! `auto.create.topics.enable` is on.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse};
+use kafka_protocol::ResponseError;
+
+use crate::api::{str_bytes, topic_name};
+use crate::controller::{AdminRequest, NewTopic};
+use crate::metadata::{MetadataImage, TopicImage};
+use crate::shard::ShardCtx;
+
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    request: MetadataRequest,
+    version: i16,
+) -> MetadataResponse {
+    let mut image = ctx.metadata.load();
+    // Topics named by the request (by name, or by id from v10), or None for all.
+    let wanted: Option<Vec<(Option<String>, uuid::Uuid)>> = request.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
+            .collect()
+    });
+    let auto_create = ctx.settings.auto_create_topics_enable
+        && (version < 4 || request.allow_auto_topic_creation);
+    if let (Some(wanted), true) = (&wanted, auto_create) {
+        let missing: Vec<NewTopic> = wanted
+            .iter()
+            .filter_map(|(name, _)| name.as_ref())
+            .filter(|n| image.topic(n).is_none())
+            .map(|n| NewTopic {
+                name: n.clone(),
+                num_partitions: -1,
+                replication_factor: -1,
+                configs: Vec::new(),
+            })
+            .collect();
+        if !missing.is_empty() {
+            let names: Vec<String> = missing.iter().map(|t| t.name.clone()).collect();
+            let rx = ctx.controller.submit(AdminRequest::CreateTopics {
+                topics: missing,
+                validate_only: false,
+            });
+            match rx.await {
+                Ok(resp) => tracing::info!(topics = ?names, ?resp, "auto-created topics"),
+                Err(_) => {
+                    tracing::warn!(topics = ?names, "controller went away during auto-create")
+                }
+            }
+            image = ctx.metadata.load();
+        }
+    }
+
+    let topics: Vec<MetadataResponseTopic> = match wanted {
+        None => image
+            .topics
+            .values()
+            .map(|t| topic_response(t, version))
+            .collect(),
+        Some(wanted) => wanted
+            .into_iter()
+            .map(|(name, id)| {
+                let found = match &name {
+                    Some(n) => image.topic(n),
+                    None => image.topic_by_id(id),
+                };
+                match found {
+                    Some(t) => topic_response(t, version),
+                    None => {
+                        let err = if name.as_deref().is_some_and(|n| !valid_topic_name(n)) {
+                            ResponseError::InvalidTopicException
+                        } else if name.is_none() {
+                            ResponseError::UnknownTopicId
+                        } else {
+                            ResponseError::UnknownTopicOrPartition
+                        };
+                        let mut t = MetadataResponseTopic::default().with_error_code(err.code());
+                        t.name = name.map(|n| topic_name(&n));
+                        if version >= 10 {
+                            t.topic_id = id;
+                        }
+                        t
+                    }
+                }
+            })
+            .collect(),
+    };
+    build(&image, topics, version)
+}
+
+fn build(
+    image: &MetadataImage,
+    topics: Vec<MetadataResponseTopic>,
+    version: i16,
+) -> MetadataResponse {
+    let broker = MetadataResponseBroker::default()
+        .with_node_id(BrokerId(image.node_id))
+        .with_host(str_bytes(image.advertised.ip().to_string()))
+        .with_port(i32::from(image.advertised.port()));
+    let mut resp = MetadataResponse::default()
+        .with_brokers(vec![broker])
+        .with_topics(topics);
+    if version >= 2 {
+        resp.cluster_id = Some(str_bytes(image.cluster_id.clone()));
+    }
+    resp.controller_id = BrokerId(image.node_id);
+    resp
+}
+
+fn topic_response(t: &TopicImage, version: i16) -> MetadataResponseTopic {
+    let partitions = t
+        .partitions
+        .iter()
+        .map(|p| {
+            let mut r = MetadataResponsePartition::default()
+                .with_partition_index(p.partition)
+                .with_leader_id(BrokerId(p.leader))
+                .with_replica_nodes(vec![BrokerId(p.leader)])
+                .with_isr_nodes(vec![BrokerId(p.leader)]);
+            if version >= 7 {
+                r.leader_epoch = p.leader_epoch;
+            }
+            r
+        })
+        .collect();
+    let mut r = MetadataResponseTopic::default()
+        .with_name(Some(topic_name(&t.name)))
+        .with_is_internal(t.internal)
+        .with_partitions(partitions);
+    if version >= 10 {
+        r.topic_id = t.id;
+    }
+    r
+}
+
+/// Kafka's topic name rule: 1-249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}

@@ -1,0 +1,68 @@
+//! Kafka API handlers, one module per API. [`handle`] dispatches a decoded request;
+//! [`SUPPORTED`] is what ApiVersions advertises and what the connection accepts.
+//! Errors of the log and controller are mapped to Kafka error codes here, at the API
+//! boundary, and nowhere else.
+
+pub mod api_versions;
+pub mod errors;
+pub mod fetch;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::shard::ShardCtx;
+
+/// API keys and the versions Twinlog serves.
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 10),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 1, 8),
+    (ApiKey::Metadata, 1, 12),
+    (ApiKey::ApiVersions, 0, 3),
+];
+
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    SUPPORTED
+        .iter()
+        .any(|(k, min, max)| *k == key && (*min..=*max).contains(&version))
+}
+
+/// Dispatches one request. `None`: the request gets no response (Produce with acks=0).
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let version = header.request_api_version;
+    Some(match request {
+        RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
+        RequestKind::Produce(r) => {
+            return produce::handle(ctx, r, version)
+                .await
+                .map(ResponseKind::Produce)
+        }
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, version).await),
+        RequestKind::ListOffsets(r) => {
+            ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await)
+        }
+        other => {
+            // is_supported() filters everything else before decoding.
+            tracing::warn!(request = ?std::mem::discriminant(&other), "no handler for a supported API");
+            return None;
+        }
+    })
+}
+
+pub(crate) fn topic_name(name: &str) -> TopicName {
+    TopicName(StrBytes::from_string(name.to_string()))
+}
+
+pub(crate) fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}

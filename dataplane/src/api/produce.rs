@@ -1,0 +1,191 @@
+//! Produce (0). Partitions are grouped by owning shard; each shard appends its
+//! partitions' record sets (the very `Bytes` decoded off the socket) and the answers
+//! are merged back in request order. acks=0 gets no response; acks=1 and acks=-1 are the
+//! same on a single node (the log's flush policy decides durability).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::ResponseError;
+
+use crate::api::errors::log_error_code;
+use crate::api::str_bytes;
+use crate::log::AppendKind;
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, TopicPartition};
+
+/// The outcome for one partition.
+#[derive(Debug, Clone)]
+pub struct PartitionProduceResult {
+    pub error_code: i16,
+    pub error_message: Option<String>,
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+}
+
+impl PartitionProduceResult {
+    fn error(code: ResponseError, message: Option<String>) -> Self {
+        PartitionProduceResult {
+            error_code: code.code(),
+            error_message: message,
+            base_offset: -1,
+            log_start_offset: -1,
+        }
+    }
+}
+
+/// Appends one partition's record set on its owning shard.
+pub async fn append_on_owner(
+    ctx: Rc<ShardCtx>,
+    tp: TopicPartition,
+    records: Option<Bytes>,
+    epoch: i32,
+) -> PartitionProduceResult {
+    let Some(records) = records.filter(|r| !r.is_empty()) else {
+        return PartitionProduceResult::error(
+            ResponseError::InvalidRecord,
+            Some("empty record set".into()),
+        );
+    };
+    let Some(partition) = ctx.partition(&tp) else {
+        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+    };
+    let Ok(mut log) = partition.log.write().await else {
+        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+    };
+    match log
+        .append_as_leader(records, LeaderEpoch(epoch), AppendKind::Client, now_ms())
+        .await
+    {
+        Ok(info) => {
+            let end = log.log_end_offset();
+            log.update_high_watermark(end);
+            PartitionProduceResult {
+                error_code: 0,
+                error_message: None,
+                base_offset: info.first_offset.0,
+                log_start_offset: info.log_start_offset.0,
+            }
+        }
+        Err(e) => {
+            tracing::info!(%tp, error = %e, "produce rejected");
+            PartitionProduceResult {
+                error_code: log_error_code(&e),
+                error_message: Some(e.to_string()),
+                base_offset: -1,
+                log_start_offset: log.log_start_offset().0,
+            }
+        }
+    }
+}
+
+/// (slot in the response, partition, record set, leader epoch).
+type PartitionWork = ((usize, usize), TopicPartition, Option<Bytes>, i32);
+
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    request: ProduceRequest,
+    version: i16,
+) -> Option<ProduceResponse> {
+    let image = ctx.metadata.load();
+    if request.transactional_id.is_some() {
+        // Transactions arrive with the groups-and-transactions issue.
+        tracing::debug!("transactional produce before transactions are supported");
+    }
+    // (topic index, partition index) -> result; work grouped by owning shard.
+    let mut results: BTreeMap<(usize, usize), PartitionProduceResult> = BTreeMap::new();
+    let mut per_shard: BTreeMap<usize, Vec<PartitionWork>> = BTreeMap::new();
+    let mut names = Vec::new();
+    let mut indexes = Vec::new();
+    for (ti, topic) in request.topic_data.into_iter().enumerate() {
+        let name = topic.name.0.to_string();
+        let mut parts = Vec::new();
+        for (pi, p) in topic.partition_data.into_iter().enumerate() {
+            parts.push(p.index);
+            let tp = TopicPartition::new(name.clone(), p.index);
+            match image.partition(&tp) {
+                Some(pim) => per_shard.entry(pim.shard).or_default().push((
+                    (ti, pi),
+                    tp,
+                    p.records,
+                    pim.leader_epoch,
+                )),
+                None => {
+                    results.insert(
+                        (ti, pi),
+                        PartitionProduceResult::error(ResponseError::UnknownTopicOrPartition, None),
+                    );
+                }
+            }
+        }
+        names.push(name);
+        indexes.push(parts);
+    }
+    let jobs = per_shard.into_iter().map(|(shard, work)| {
+        let ctx = Rc::clone(ctx);
+        async move {
+            let keys: Vec<(usize, usize)> = work.iter().map(|w| w.0).collect();
+            let out = ctx
+                .run_on(shard, move |ctx| async move {
+                    let mut out = Vec::with_capacity(work.len());
+                    for (_, tp, records, epoch) in work {
+                        out.push(append_on_owner(Rc::clone(&ctx), tp, records, epoch).await);
+                    }
+                    out
+                })
+                .await;
+            match out {
+                Ok(out) => keys.into_iter().zip(out).collect::<Vec<_>>(),
+                Err(_) => keys
+                    .into_iter()
+                    .map(|k| {
+                        (
+                            k,
+                            PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
+                        )
+                    })
+                    .collect(),
+            }
+        }
+    });
+    for done in futures::future::join_all(jobs).await {
+        results.extend(done);
+    }
+    if request.acks == 0 {
+        return None;
+    }
+    let responses = names
+        .into_iter()
+        .zip(indexes)
+        .enumerate()
+        .map(|(ti, (name, parts))| {
+            let partition_responses = parts
+                .into_iter()
+                .enumerate()
+                .map(|(pi, index)| {
+                    let r = results.remove(&(ti, pi)).unwrap_or_else(|| {
+                        PartitionProduceResult::error(ResponseError::UnknownServerError, None)
+                    });
+                    let mut resp = PartitionProduceResponse::default()
+                        .with_index(index)
+                        .with_error_code(r.error_code)
+                        .with_base_offset(r.base_offset);
+                    if version >= 5 {
+                        resp.log_start_offset = r.log_start_offset;
+                    }
+                    if version >= 8 {
+                        resp.error_message = r.error_message.map(str_bytes);
+                    }
+                    resp
+                })
+                .collect();
+            TopicProduceResponse::default()
+                .with_name(crate::api::topic_name(&name))
+                .with_partition_responses(partition_responses)
+        })
+        .collect();
+    Some(ProduceResponse::default().with_responses(responses))
+}

@@ -1,0 +1,240 @@
+//! Kafka listener on one shard. Every shard binds the same address with SO_REUSEPORT
+//! (glommio sets it), so the kernel spreads connections over the shards and no acceptor
+//! thread hands sockets around. A connection is served by the shard that accepted it;
+//! partition work it needs from other shards goes through the shard router.
+//!
+//! Frames: a 4-byte size then the request. A frame larger than
+//! `socket.request.max.bytes`, or one whose header or body does not decode, closes the
+//! connection with a log line naming the client. Requests on one connection are
+//! answered in order, one at a time.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use glommio::net::{TcpListener, TcpStream};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable};
+
+use crate::api;
+use crate::shard::ShardCtx;
+
+/// Why a connection was closed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectionError {
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame of {size} bytes exceeds socket.request.max.bytes {max}")]
+    FrameTooLarge { size: i64, max: usize },
+    #[error("request too short to hold a header ({0} bytes)")]
+    ShortFrame(usize),
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("{key:?} v{version} is not supported")]
+    UnsupportedVersion { key: ApiKey, version: i16 },
+    #[error("cannot decode {key:?} v{version} request: {message}")]
+    Decode {
+        key: ApiKey,
+        version: i16,
+        message: String,
+    },
+    #[error("cannot encode {key:?} v{version} response: {message}")]
+    Encode {
+        key: ApiKey,
+        version: i16,
+        message: String,
+    },
+}
+
+/// Accepts connections until `stop` closes; each connection runs as its own task.
+pub async fn run_listener(
+    ctx: Rc<ShardCtx>,
+    listener: TcpListener,
+    stop: async_channel::Receiver<()>,
+) {
+    let addr = listener.local_addr().ok();
+    loop {
+        let accepted = futures_lite::future::or(async { Some(listener.accept().await) }, async {
+            let _ = stop.recv().await;
+            None
+        })
+        .await;
+        match accepted {
+            None => break,
+            Some(Ok(stream)) => {
+                let ctx = Rc::clone(&ctx);
+                let stop = stop.clone();
+                glommio::spawn_local(async move { serve_connection(ctx, stream, stop).await })
+                    .detach();
+            }
+            Some(Err(e)) => {
+                tracing::warn!(shard = ctx.id, error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+    tracing::debug!(shard = ctx.id, ?addr, "listener stopped");
+}
+
+/// Binds the shard's listener socket (SO_REUSEPORT).
+pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr).map_err(Into::into)
+}
+
+async fn serve_connection(
+    ctx: Rc<ShardCtx>,
+    mut stream: TcpStream,
+    stop: async_channel::Receiver<()>,
+) {
+    let peer = stream
+        .peer_addr()
+        .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
+    let _ = stream.set_nodelay(true);
+    loop {
+        let frame = futures_lite::future::or(
+            read_frame(&mut stream, ctx.settings.socket_request_max_bytes),
+            async {
+                let _ = stop.recv().await;
+                Ok(None)
+            },
+        )
+        .await;
+        let frame = match frame {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(ConnectionError::Io(e)) if is_disconnect(&e) => break,
+            Err(e) => {
+                tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                break;
+            }
+        };
+        match handle_frame(&ctx, frame, &peer).await {
+            Ok(Some(response)) => {
+                if let Err(e) = stream.write_all(&response).await {
+                    if !is_disconnect(&e) {
+                        tracing::debug!(client = %peer, error = %e, "write failed");
+                    }
+                    break;
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                break;
+            }
+        }
+    }
+    let _ = stream.close().await;
+}
+
+fn is_disconnect(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionAborted
+    )
+}
+
+/// Reads one size-prefixed frame; `None` on a clean EOF between frames.
+async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Option<Bytes>, ConnectionError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        let n = stream.read(&mut len[got..]).await?;
+        if n == 0 {
+            if got == 0 {
+                return Ok(None);
+            }
+            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+        }
+        got += n;
+    }
+    let size = i32::from_be_bytes(len);
+    if size < 0 || size as usize > max {
+        return Err(ConnectionError::FrameTooLarge {
+            size: i64::from(size),
+            max,
+        });
+    }
+    let mut body = vec![0u8; size as usize];
+    stream.read_exact(&mut body).await?;
+    Ok(Some(Bytes::from(body)))
+}
+
+/// Decodes, dispatches and encodes one request. `Ok(None)`: no response (acks=0).
+pub async fn handle_frame(
+    ctx: &Rc<ShardCtx>,
+    mut frame: Bytes,
+    peer: &str,
+) -> Result<Option<Bytes>, ConnectionError> {
+    if frame.len() < 8 {
+        return Err(ConnectionError::ShortFrame(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
+    if key == ApiKey::ApiVersions && !api::is_supported(key, version) {
+        // Clients probe with their newest ApiVersions; answer v0 with the error and our
+        // versions so they can retry (KIP-511).
+        let body = api::api_versions::unsupported_version_response();
+        return encode_response(key, 0, correlation_id, &body).map(Some);
+    }
+    if !api::is_supported(key, version) {
+        return Err(ConnectionError::UnsupportedVersion { key, version });
+    }
+    let header =
+        RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(|e| {
+            ConnectionError::Decode {
+                key,
+                version,
+                message: e.to_string(),
+            }
+        })?;
+    let request =
+        RequestKind::decode(key, &mut frame, version).map_err(|e| ConnectionError::Decode {
+            key,
+            version,
+            message: e.to_string(),
+        })?;
+    let client_id = header
+        .client_id
+        .as_ref()
+        .map_or("", |c| c.as_str())
+        .to_string();
+    tracing::trace!(client = %peer, %client_id, ?key, version, correlation_id, "request");
+    let Some(response) = api::handle(ctx, &header, request).await else {
+        return Ok(None);
+    };
+    encode_response(key, version, correlation_id, &response).map(Some)
+}
+
+fn encode_response(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &kafka_protocol::messages::ResponseKind,
+) -> Result<Bytes, ConnectionError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    header
+        .encode(&mut buf, key.response_header_version(version))
+        .map_err(|e| ConnectionError::Encode {
+            key,
+            version,
+            message: e.to_string(),
+        })?;
+    body.encode(&mut buf, version)
+        .map_err(|e| ConnectionError::Encode {
+            key,
+            version,
+            message: e.to_string(),
+        })?;
+    let size = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
