@@ -1,6 +1,7 @@
 //! `twinlog`: the broker and its admin/debug commands. This file is the composition
 //! root only: it parses the command line and wires the planes together.
 
+mod config;
 mod dump_log;
 mod serve;
 

@@ -1,33 +1,45 @@
-//! `twinlog serve`: starts one glommio executor per core, pinned, and opens (recovering
-//! where needed) every partition log found in the data directory on the shard that owns
-//! it. The Kafka listener arrives with the broker issue; until then the process owns
-//! and recovers its logs, and closes them cleanly on SIGTERM/SIGINT.
+//! `twinlog serve`: a single-node cluster (broker and controller in one process).
+//!
+//! Start-up: read the config, start the controller (which replays the metadata log and
+//! publishes the first image), then one pinned glommio executor per configured core.
+//! Each shard opens the partitions it owns (recovering them if needed), binds the
+//! listener with SO_REUSEPORT and serves. SIGTERM/SIGINT: every shard stops accepting
+//! and lets its connections finish the request in hand; once all have, every shard
+//! closes its logs cleanly (flush, producer snapshots, clean-shutdown marker).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 
-use dataplane::log::{LogConfig, PartitionLog};
-use dataplane::types::TopicPartition;
-use glommio::{LocalExecutorPoolBuilder, PoolPlacement};
+use dataplane::metadata::{MetadataCell, MetadataImage};
+use dataplane::shard::{ShardCtx, ShardRouter, ShardSettings};
+use glommio::{LocalExecutorBuilder, Placement};
 
-/// io_uring memory per executor. glommio registers it in three rings; 3 x 512 KiB x
-/// executors stays under the 8 MiB memlock cap of unprivileged users on small hosts.
-const IO_MEMORY_BYTES: usize = 512 << 10;
+use crate::config::{BrokerConfig, ConfigError};
+
+/// Jobs a shard's queue holds before senders wait.
+const SHARD_QUEUE_MAX: usize = 1024;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Directory holding the partition logs.
-    #[arg(long, default_value = "./data")]
-    data_dir: PathBuf,
-    /// Number of data-plane shards (default: one per available core).
+    /// TOML config file (Kafka-style keys; see config/twinlog.example.toml).
     #[arg(long)]
-    shards: Option<usize>,
+    config: Option<PathBuf>,
+    /// Directory holding the partition logs and metadata (log.dirs).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Listener address (listeners), e.g. 127.0.0.1:9092.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
+    #[error("{0}")]
+    Config(#[from] ConfigError),
     #[error("cannot create data dir {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -35,99 +47,253 @@ pub enum ServeError {
     },
     #[error("cannot install signal handler: {0}")]
     Signal(std::io::Error),
-    #[error("cannot start shards: {0}")]
-    Executors(String),
-    #[error("shard failed: {0}")]
-    Shard(String),
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// Default placement of a partition on a shard (FNV-1a over the name, so it is stable
-/// across restarts and processes).
-pub fn shard_for(tp: &TopicPartition, shards: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in tp.topic.bytes().chain(tp.partition.to_be_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h % shards.max(1) as u64) as usize
+    #[error("controller: {0}")]
+    Controller(String),
+    #[error("cannot start shard on core {core}: {message}")]
+    Executor { core: usize, message: String },
+    #[error("shard on core {core} failed to start: {message}")]
+    ShardStart { core: usize, message: String },
 }
 
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
-    std::fs::create_dir_all(&args.data_dir).map_err(|source| ServeError::DataDir {
-        path: args.data_dir.clone(),
+    let mut config = match &args.config {
+        Some(path) => BrokerConfig::load(path).map_err(|e| match e {
+            ConfigError::Io { .. } | ConfigError::Syntax { .. } => ServeError::Config(e),
+            other => ServeError::Controller(format!("{}: {other}", path.display())),
+        })?,
+        None => BrokerConfig::default(),
+    };
+    config.apply_overrides(args.data_dir, args.listen);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    config.resolve_shards(cores)?;
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.clone(),
         source,
     })?;
-    let shards = args
-        .shards
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(ServeError::Signal)?;
-    }
-    let mut partitions: Vec<TopicPartition> = std::fs::read_dir(&args.data_dir)
-        .map_err(|source| ServeError::DataDir {
-            path: args.data_dir.clone(),
-            source,
-        })?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .filter_map(|e| TopicPartition::from_dir_name(&e.file_name().to_string_lossy()))
-        .collect();
-    partitions.sort();
-    tracing::info!(shards, data_dir = %args.data_dir.display(), partitions = partitions.len(), "twinlog starting");
+    let data_dir = std::path::absolute(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    check_memlock(&config);
 
-    let data_dir = args.data_dir.clone();
-    let next_shard = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let handles = LocalExecutorPoolBuilder::new(PoolPlacement::MaxSpread(shards, None))
-        .io_memory(IO_MEMORY_BYTES)
-        .on_all_shards(move || {
-            let stop = Arc::clone(&stop);
-            let data_dir = data_dir.clone();
-            let partitions = partitions.clone();
-            let shard = next_shard.fetch_add(1, Ordering::Relaxed);
-            async move {
-                let mut logs = Vec::new();
-                for tp in partitions
-                    .into_iter()
-                    .filter(|tp| shard_for(tp, shards) == shard)
-                {
-                    match PartitionLog::open(
-                        &data_dir,
-                        tp.clone(),
-                        None,
-                        LogConfig::default(),
-                        now_ms(),
-                    )
-                    .await
-                    {
-                        Ok(log) => logs.push(log),
-                        Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
-                    }
-                }
-                tracing::info!(shard, partitions = logs.len(), "shard ready");
-                while !stop.load(Ordering::Relaxed) {
-                    glommio::timer::sleep(Duration::from_millis(100)).await;
-                }
-                for log in logs {
-                    let tp = log.topic_partition().clone();
-                    if let Err(e) = log.close(now_ms()).await {
-                        tracing::error!(%tp, error = %e, "clean close failed");
-                    }
-                }
-                tracing::info!(shard, "shard stopped");
+    let stop_flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop_flag)).map_err(ServeError::Signal)?;
+    }
+
+    let shards = config.shards.len();
+    let (router, receivers) = ShardRouter::new(shards, SHARD_QUEUE_MAX);
+    let advertised = config.advertised();
+    let metadata = Arc::new(MetadataCell::new(MetadataImage::empty(
+        String::new(),
+        config.node_id,
+        advertised,
+    )));
+    let (controller, controller_thread) = controlplane::spawn_controller(
+        &controlplane::ControllerConfig {
+            data_dir: data_dir.clone(),
+            node_id: config.node_id,
+            advertised,
+            default_log_config: config.log.clone(),
+            num_partitions: config.num_partitions,
+            queue_max: controlplane::ControllerConfig::DEFAULT_QUEUE_MAX,
+        },
+        Arc::clone(&metadata),
+        router.clone(),
+    )
+    .map_err(|e| ServeError::Controller(e.to_string()))?;
+    let image = metadata.load();
+    tracing::info!(
+        cluster_id = %image.cluster_id, node_id = config.node_id, listen = %config.listen,
+        advertised = %advertised, data_dir = %data_dir.display(), shards,
+        cores = ?config.shards.iter().map(|s| s.core).collect::<Vec<_>>(),
+        topics = image.topics.len(), "twinlog starting"
+    );
+
+    let settings = Arc::new(ShardSettings {
+        data_dir,
+        socket_request_max_bytes: config.socket_request_max_bytes,
+        in_flight_requests_max: config
+            .shards
+            .first()
+            .map_or(64, |s| s.in_flight_requests_max),
+        auto_create_topics_enable: config.auto_create_topics_enable,
+        num_partitions: config.num_partitions,
+        log_retention_check_interval_ms: config.log_retention_check_interval_ms,
+        default_log_config: config.log.clone(),
+    });
+    // Shutdown happens in two phases across all shards: stop serving, then close logs.
+    let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
+    let stopped_serving = Arc::new(AtomicUsize::new(0));
+    let (ready_tx, ready_rx) = mpsc::channel::<Result<usize, (usize, String)>>();
+    let mut handles = Vec::with_capacity(shards);
+    for (id, (shard_cfg, jobs)) in config.shards.iter().cloned().zip(receivers).enumerate() {
+        let ctx_parts = (
+            router.clone(),
+            Arc::clone(&metadata),
+            Arc::clone(&controller),
+            Arc::clone(&settings),
+            stop_rx.clone(),
+            Arc::clone(&stopped_serving),
+            ready_tx.clone(),
+        );
+        let listen = config.listen;
+        let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
+            .name(&format!("shard-{id}"))
+            .io_memory(shard_cfg.io_memory_bytes)
+            .spawn(move || async move {
+                let (router, metadata, controller, settings, stop, stopped, ready) = ctx_parts;
+                run_shard(
+                    id, shards, listen, router, metadata, controller, settings, jobs, stop,
+                    stopped, ready,
+                )
+                .await;
+            })
+            .map_err(|e| ServeError::Executor {
+                core: shard_cfg.core,
+                message: e.to_string(),
+            })?;
+        handles.push(handle);
+    }
+    drop(ready_tx);
+    let mut failure = None;
+    for _ in 0..shards {
+        match ready_rx.recv() {
+            Ok(Ok(_)) => {}
+            Ok(Err((id, message))) => {
+                failure.get_or_insert(ServeError::ShardStart {
+                    core: config.shards[id].core,
+                    message,
+                });
+            }
+            Err(_) => {
+                failure.get_or_insert(ServeError::ShardStart {
+                    core: 0,
+                    message: "shard exited".into(),
+                });
+            }
+        }
+    }
+    if failure.is_none() {
+        tracing::info!(listen = %config.listen, "twinlog ready");
+        while !stop_flag.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        tracing::info!("shutting down");
+    }
+    stop_tx.close();
+    for h in handles {
+        if let Err(e) = h.join() {
+            tracing::error!(error = %e, "shard ended with an error");
+        }
+    }
+    router.close();
+    if let Err(e) = controller_thread.shutdown() {
+        tracing::error!(error = %e, "controller shutdown");
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => {
+            tracing::info!("twinlog stopped");
+            Ok(())
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_shard(
+    id: usize,
+    shards: usize,
+    listen: SocketAddr,
+    router: ShardRouter,
+    metadata: Arc<MetadataCell>,
+    controller: Arc<dyn dataplane::controller::ControllerHandle>,
+    settings: Arc<ShardSettings>,
+    jobs: async_channel::Receiver<dataplane::shard::Job>,
+    stop: async_channel::Receiver<()>,
+    stopped_serving: Arc<AtomicUsize>,
+    ready: mpsc::Sender<Result<usize, (usize, String)>>,
+) {
+    let ctx = ShardCtx::new(
+        id,
+        router,
+        Arc::clone(&metadata),
+        controller,
+        Arc::clone(&settings),
+    );
+    glommio::spawn_local(Rc::clone(&ctx).run_jobs(jobs)).detach();
+    // Open the partitions this shard owns.
+    let mut opened = 0usize;
+    for p in controlplane::topics_to_open(&metadata.load())
+        .into_iter()
+        .filter(|p| p.shard == id)
+    {
+        let tp = p.tp.clone();
+        match ctx.open_partition(p.tp, p.topic_id, p.config).await {
+            Ok(()) => opened += 1,
+            Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
+        }
+    }
+    let listener = match dataplane::net::bind(listen) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = ready.send(Err((id, format!("cannot listen on {listen}: {e}"))));
+            ctx.close_all().await;
+            return;
+        }
+    };
+    tracing::info!(shard = id, partitions = opened, "shard serving");
+    let _ = ready.send(Ok(id));
+    let gate = glommio::sync::Gate::new();
+    let serving = {
+        let ctx = Rc::clone(&ctx);
+        let stop = stop.clone();
+        let gate = gate.clone();
+        glommio::spawn_local(async move {
+            dataplane::net::run_listener(ctx, listener, stop, gate).await
+        })
+    };
+    let housekeeping = {
+        let ctx = Rc::clone(&ctx);
+        let every = Duration::from_millis(settings.log_retention_check_interval_ms.max(1000));
+        glommio::spawn_local(async move {
+            loop {
+                glommio::timer::sleep(every).await;
+                ctx.housekeeping().await;
             }
         })
-        .map_err(|e| ServeError::Executors(e.to_string()))?;
-    for r in handles.join_all() {
-        r.map_err(|e| ServeError::Shard(e.to_string()))?;
+    };
+    let _ = stop.recv().await;
+    serving.await;
+    // Connections finish the request in hand, then close.
+    let _ = gate.close().await;
+    housekeeping.cancel().await;
+    // Phase two once every shard has stopped serving: requests from other shards' connections
+    // may still need this shard's partitions until then.
+    stopped_serving.fetch_add(1, Ordering::SeqCst);
+    while stopped_serving.load(Ordering::SeqCst) < shards {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
     }
-    tracing::info!("twinlog stopped");
-    Ok(())
+    ctx.close_all().await;
+    tracing::info!(shard = id, "shard stopped");
+}
+
+/// glommio registers io memory in three rings per executor; unprivileged users are
+/// capped by RLIMIT_MEMLOCK (8 MiB on these machines). Warn when the config exceeds it.
+fn check_memlock(config: &BrokerConfig) {
+    let needed = config.memlock_bytes_needed();
+    let limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Max locked memory"))
+                .and_then(|l| l.split_whitespace().nth(3).map(str::to_string))
+        });
+    match limit.as_deref().and_then(|v| v.parse::<usize>().ok()) {
+        Some(limit) if needed > limit => tracing::warn!(
+            needed, limit,
+            "io memory of all shards exceeds RLIMIT_MEMLOCK; glommio falls back to unregistered buffers unless running as root (raise `ulimit -l` or lower io.memory.bytes)"
+        ),
+        _ => tracing::debug!(needed, "io memory fits RLIMIT_MEMLOCK"),
+    }
 }

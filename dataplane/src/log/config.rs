@@ -161,3 +161,44 @@ pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
         ("segment.ms", log.segment_ms.to_string()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describe_round_trips_through_apply() {
+        let custom = LogConfig {
+            segment_bytes: 1000,
+            segment_ms: 2000,
+            index_interval_bytes: 0,
+            retention_bytes: 3000,
+            retention_ms: -1,
+            flush_messages: 5,
+            flush_ms: 0,
+            max_message_bytes: 7000,
+            ..LogConfig::default()
+        };
+        for log in [LogConfig::default(), custom] {
+            let mut rebuilt = LogConfig::default();
+            for (name, value) in describe_topic_config(&log) {
+                assert!(TOPIC_CONFIG_NAMES.contains(&name), "{name}");
+                apply_topic_config(&mut rebuilt, name, &value).expect(name);
+            }
+            assert_eq!(rebuilt, log);
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_key() {
+        let mut log = LogConfig::default();
+        let e = apply_topic_config(&mut log, "segment.bytes", "abc").expect_err("bad");
+        assert!(e.contains("segment.bytes"), "{e}");
+        assert!(apply_topic_config(&mut log, "segment.bytes", "2147483648").is_err());
+        assert!(apply_topic_config(&mut log, "cleanup.policy", "delete,compact").is_ok());
+        assert!(apply_topic_config(&mut log, "retention.hours", "1")
+            .expect_err("unknown")
+            .contains("unknown"));
+        assert_eq!(log, LogConfig::default());
+    }
+}

@@ -48,10 +48,12 @@ pub enum ConnectionError {
 }
 
 /// Accepts connections until `stop` closes; each connection runs as its own task.
+/// Connections are spawned in `gate`, so shutdown can wait for them to finish.
 pub async fn run_listener(
     ctx: Rc<ShardCtx>,
     listener: TcpListener,
     stop: async_channel::Receiver<()>,
+    gate: glommio::sync::Gate,
 ) {
     let addr = listener.local_addr().ok();
     loop {
@@ -65,8 +67,12 @@ pub async fn run_listener(
             Some(Ok(stream)) => {
                 let ctx = Rc::clone(&ctx);
                 let stop = stop.clone();
-                glommio::spawn_local(async move { serve_connection(ctx, stream, stop).await })
-                    .detach();
+                match gate.spawn(async move { serve_connection(ctx, stream, stop).await }) {
+                    Ok(task) => {
+                        task.detach();
+                    }
+                    Err(_) => break, // the gate is closing: shutting down
+                }
             }
             Some(Err(e)) => {
                 tracing::warn!(shard = ctx.id, error = %e, "accept failed");

@@ -1,0 +1,822 @@
+//! The single-node controller: applies admin requests one at a time. For each request it
+//! plans (see [`crate::state`]), writes the records to the metadata log (fsynced),
+//! applies them, publishes the new [`MetadataImage`], runs the partition-log work on the
+//! owning shards, and only then answers.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dataplane::controller::{AdminRequest, AdminResponse, AdminResult};
+use dataplane::log::LogConfig;
+use dataplane::metadata::{MetadataCell, MetadataImage};
+use dataplane::shard::ShardRouter;
+use dataplane::types::TopicPartition;
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
+use kafka_protocol::ResponseError;
+
+use crate::meta_properties::{load_or_create_cluster_id, MetaPropertiesError};
+use crate::metadata_log::{MetadataLog, MetadataLogError};
+use crate::state::{ControllerState, NodeSettings, PartitionAction, StateError};
+
+/// How the controller is set up.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    /// The address clients are told to connect to.
+    pub advertised: SocketAddr,
+    /// Broker defaults each topic's log config starts from.
+    pub default_log_config: LogConfig,
+    /// `num.partitions`: partitions of a topic created with -1.
+    pub num_partitions: i32,
+    /// Admin requests waiting for the controller; more are refused at once.
+    pub queue_max: usize,
+}
+
+impl ControllerConfig {
+    pub const DEFAULT_QUEUE_MAX: usize = 1024;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    #[error(transparent)]
+    MetaProperties(#[from] MetaPropertiesError),
+    #[error(transparent)]
+    MetadataLog(#[from] MetadataLogError),
+    /// The metadata log holds a record that does not fit the state before it.
+    #[error("replaying the metadata log: {0}")]
+    Replay(#[from] StateError),
+    #[error("could not start the controller thread: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("the controller thread panicked")]
+    Panicked,
+}
+
+/// Runs partition-log work on the shards that own the partitions. The production
+/// implementation is [`ShardRouter`]; tests use a fake.
+pub trait PartitionOps: Send + std::fmt::Debug {
+    fn shard_count(&self) -> usize;
+    /// Runs every action (concurrently where possible) and returns one result per action.
+    fn execute(&self, actions: &[PartitionAction]) -> Vec<Result<(), String>>;
+}
+
+impl PartitionOps for ShardRouter {
+    fn shard_count(&self) -> usize {
+        ShardRouter::shard_count(self)
+    }
+
+    fn execute(&self, actions: &[PartitionAction]) -> Vec<Result<(), String>> {
+        // The controller runs on its own thread, never on a shard, so blocking here is
+        // fine; all calls are started before any is awaited.
+        let calls: Vec<LocalBoxFuture<'_, Result<(), String>>> = actions
+            .iter()
+            .cloned()
+            .map(|action| match action {
+                PartitionAction::Open {
+                    tp,
+                    topic_id,
+                    config,
+                    shard,
+                    ..
+                } => self
+                    .call(shard, move |ctx| async move {
+                        ctx.open_partition(tp, topic_id, config)
+                            .await
+                            .map_err(|e| e.to_string())
+                    })
+                    .boxed_local(),
+                PartitionAction::Delete { tp, shard, .. } => self
+                    .call(shard, move |ctx| async move {
+                        ctx.delete_partition(&tp).await.map_err(|e| e.to_string())
+                    })
+                    .boxed_local(),
+                PartitionAction::UpdateConfig {
+                    tp, config, shard, ..
+                } => self
+                    .call(shard, move |ctx| async move {
+                        ctx.update_config(&tp, config).await;
+                        Ok(())
+                    })
+                    .boxed_local(),
+            })
+            .map(|call| {
+                call.map(|r| r.map_err(|gone| gone.to_string()).and_then(|inner| inner))
+                    .boxed_local()
+            })
+            .collect();
+        futures::executor::block_on(futures::future::join_all(calls))
+    }
+}
+
+/// A partition to open at startup on its owning shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionToOpen {
+    pub tp: TopicPartition,
+    pub topic_id: uuid::Uuid,
+    pub config: LogConfig,
+    pub shard: usize,
+}
+
+/// Every partition of `image`, with the topic's effective log config and its shard, so
+/// that each shard can open the partitions it owns before serving clients.
+pub fn topics_to_open(image: &MetadataImage) -> Vec<PartitionToOpen> {
+    image
+        .topics
+        .values()
+        .flat_map(|topic| {
+            topic.partitions.iter().map(move |p| PartitionToOpen {
+                tp: TopicPartition::new(topic.name.clone(), p.partition),
+                topic_id: topic.id,
+                config: topic.log_config.clone(),
+                shard: p.shard,
+            })
+        })
+        .collect()
+}
+
+/// The controller: state, metadata log, the published image and the shards.
+pub struct Controller<P: PartitionOps> {
+    state: ControllerState,
+    log: MetadataLog,
+    metadata: Arc<MetadataCell>,
+    ops: P,
+    new_topic_id: Box<dyn FnMut() -> uuid::Uuid + Send>,
+}
+
+impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("state", &self.state)
+            .field("log", &self.log)
+            .field("ops", &self.ops)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: PartitionOps> Controller<P> {
+    /// Reads (or creates) the cluster id, opens and replays the metadata log, moves
+    /// partitions off shards that no longer exist, and publishes the image.
+    pub fn open(
+        config: &ControllerConfig,
+        metadata: Arc<MetadataCell>,
+        ops: P,
+    ) -> Result<Self, ControllerError> {
+        let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
+        let (log, records) = MetadataLog::open(&config.data_dir)?;
+        let mut state = ControllerState::new(NodeSettings {
+            cluster_id,
+            node_id: config.node_id,
+            advertised: config.advertised,
+            default_log_config: config.default_log_config.clone(),
+            num_partitions: config.num_partitions,
+            shard_count: ops.shard_count(),
+        });
+        for record in &records {
+            state.apply(record)?;
+        }
+        let mut controller = Controller {
+            state,
+            log,
+            metadata,
+            ops,
+            new_topic_id: Box::new(uuid::Uuid::new_v4),
+        };
+        let moves = controller.state.replacement_records();
+        if !moves.is_empty() {
+            tracing::info!(
+                partitions = moves.len(),
+                shards = controller.ops.shard_count(),
+                "shard count went down; placing partitions of missing shards again"
+            );
+            controller.log.append(&moves)?;
+            controller.apply_committed(&moves);
+        }
+        tracing::info!(
+            records = controller.state.applied(),
+            topics = controller.metadata_image().topics.len(),
+            cluster_id = %controller.state.settings().cluster_id,
+            "metadata log replayed"
+        );
+        controller.publish();
+        Ok(controller)
+    }
+
+    /// Replaces the source of new topic ids (tests).
+    pub fn with_topic_ids(mut self, ids: impl FnMut() -> uuid::Uuid + Send + 'static) -> Self {
+        self.new_topic_id = Box::new(ids);
+        self
+    }
+
+    pub fn state(&self) -> &ControllerState {
+        &self.state
+    }
+
+    pub fn ops(&self) -> &P {
+        &self.ops
+    }
+
+    /// The image of the current state (also what is published).
+    pub fn metadata_image(&self) -> MetadataImage {
+        self.state.image()
+    }
+
+    fn publish(&self) {
+        self.metadata.publish(self.state.image());
+    }
+
+    fn apply_committed(&mut self, records: &[crate::metadata_log::MetadataRecord]) {
+        for record in records {
+            // Plans are made against this very state, so a record that does not apply is
+            // a bug in the planner, not bad input.
+            if let Err(e) = self.state.apply(record) {
+                panic!("controller planned a record that does not apply: {e}");
+            }
+        }
+    }
+
+    /// Applies one admin request and returns its answer.
+    pub fn handle(&mut self, request: &AdminRequest) -> AdminResponse {
+        let plan = self.state.plan(request, &mut *self.new_topic_id);
+        if !plan.records.is_empty() {
+            if let Err(e) = self.log.append(&plan.records) {
+                return AdminResponse::Failed {
+                    error_code: ResponseError::KafkaStorageError.code(),
+                    message: format!("could not write the metadata log: {e}"),
+                };
+            }
+            self.apply_committed(&plan.records);
+            self.publish();
+        }
+        let mut response = plan.response;
+        if plan.actions.is_empty() {
+            return response;
+        }
+        let outcomes = self.ops.execute(&plan.actions);
+        assert_eq!(
+            outcomes.len(),
+            plan.actions.len(),
+            "one outcome per partition action"
+        );
+        for (action, outcome) in plan.actions.iter().zip(outcomes) {
+            let Err(message) = outcome else { continue };
+            tracing::error!(?action, error = %message, "partition log operation failed");
+            if let AdminResponse::Results(results) = &mut response {
+                if let Some(r) = results.get_mut(action.result_index()) {
+                    if r.error_code == 0 {
+                        *r = AdminResult::err(
+                            r.name.clone(),
+                            ResponseError::KafkaStorageError.code(),
+                            message,
+                        );
+                    }
+                }
+            }
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use dataplane::controller::NewTopic;
+    use dataplane::metadata::default_shard;
+
+    use super::*;
+
+    fn code(e: ResponseError) -> i16 {
+        e.code()
+    }
+
+    /// Records every action; fails those whose partition is listed in `fail`.
+    #[derive(Debug, Clone, Default)]
+    struct FakeShards {
+        shards: usize,
+        done: Arc<Mutex<Vec<PartitionAction>>>,
+        fail: Arc<Mutex<Vec<TopicPartition>>>,
+    }
+
+    impl PartitionOps for FakeShards {
+        fn shard_count(&self) -> usize {
+            self.shards
+        }
+
+        fn execute(&self, actions: &[PartitionAction]) -> Vec<Result<(), String>> {
+            let fail = self.fail.lock().expect("lock").clone();
+            let mut done = self.done.lock().expect("lock");
+            actions
+                .iter()
+                .map(|a| {
+                    done.push(a.clone());
+                    let tp = match a {
+                        PartitionAction::Open { tp, .. }
+                        | PartitionAction::Delete { tp, .. }
+                        | PartitionAction::UpdateConfig { tp, .. } => tp,
+                    };
+                    if fail.contains(tp) {
+                        Err(format!("disk full for {tp}"))
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect()
+        }
+    }
+
+    impl FakeShards {
+        fn new(shards: usize) -> Self {
+            FakeShards {
+                shards,
+                ..Default::default()
+            }
+        }
+
+        fn take(&self) -> Vec<PartitionAction> {
+            std::mem::take(&mut *self.done.lock().expect("lock"))
+        }
+    }
+
+    fn config(dir: &std::path::Path) -> ControllerConfig {
+        ControllerConfig {
+            data_dir: dir.to_path_buf(),
+            node_id: 0,
+            advertised: "127.0.0.1:9092".parse().expect("addr"),
+            default_log_config: LogConfig::default(),
+            num_partitions: 3,
+            queue_max: 16,
+        }
+    }
+
+    fn open(dir: &std::path::Path, shards: usize) -> (Controller<FakeShards>, Arc<MetadataCell>) {
+        let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
+            String::new(),
+            0,
+            "127.0.0.1:9092".parse().expect("addr"),
+        )));
+        let c = Controller::open(&config(dir), Arc::clone(&cell), FakeShards::new(shards))
+            .expect("open controller");
+        (c, cell)
+    }
+
+    fn topic(name: &str, partitions: i32, configs: &[(&str, &str)]) -> NewTopic {
+        NewTopic {
+            name: name.to_string(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            configs: configs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+                .collect(),
+        }
+    }
+
+    fn create(c: &mut Controller<FakeShards>, topics: Vec<NewTopic>) -> Vec<AdminResult> {
+        match c.handle(&AdminRequest::CreateTopics {
+            topics,
+            validate_only: false,
+        }) {
+            AdminResponse::Results(r) => r,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn results(r: AdminResponse) -> Vec<AdminResult> {
+        match r {
+            AdminResponse::Results(r) => r,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn codes(r: &[AdminResult]) -> Vec<i16> {
+        r.iter().map(|r| r.error_code).collect()
+    }
+
+    #[test]
+    fn create_topics_validates_and_places_partitions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 4);
+        let long = "x".repeat(250);
+        let mut rf3 = topic("rf3", 1, &[]);
+        rf3.replication_factor = 3;
+        let r = create(
+            &mut c,
+            vec![
+                topic("orders", 2, &[("retention.ms", "1000")]),
+                topic("defaults", -1, &[]),
+                topic("bad name", 1, &[]),
+                topic(".", 1, &[]),
+                topic(&long, 1, &[]),
+                topic("zero", 0, &[]),
+                topic("negative", -2, &[]),
+                rf3,
+                topic("badcfg", 1, &[("retention.ms", "soon")]),
+                topic("unknowncfg", 1, &[("no.such", "1")]),
+                topic("mirrored", 1, &[("mirror.name", "m")]),
+                topic("dup", 1, &[]),
+                topic("dup", 1, &[]),
+            ],
+        );
+        assert_eq!(
+            codes(&r),
+            vec![
+                0,
+                0,
+                code(ResponseError::InvalidTopicException),
+                code(ResponseError::InvalidTopicException),
+                code(ResponseError::InvalidTopicException),
+                code(ResponseError::InvalidPartitions),
+                code(ResponseError::InvalidPartitions),
+                code(ResponseError::InvalidReplicationFactor),
+                code(ResponseError::InvalidConfig),
+                code(ResponseError::InvalidConfig),
+                code(ResponseError::InvalidConfig),
+                code(ResponseError::InvalidRequest),
+                code(ResponseError::InvalidRequest),
+            ]
+        );
+        assert!(r[7]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("single-node")));
+        assert!(r[8]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("retention.ms")));
+        assert!(r[10]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("mirror RPCs")));
+
+        let image = cell.load();
+        assert_eq!(image.topics.len(), 2);
+        let orders = image.topic("orders").expect("orders");
+        assert_eq!(orders.partitions.len(), 2);
+        assert_eq!(orders.log_config.retention_ms, 1000);
+        assert_eq!(
+            orders.configs,
+            BTreeMap::from([("retention.ms".to_string(), "1000".to_string())])
+        );
+        for p in &orders.partitions {
+            assert_eq!(p.leader, 0);
+            assert_eq!(p.leader_epoch, 0);
+            assert_eq!(p.shard, default_shard("orders", p.partition, 4));
+        }
+        assert_eq!(
+            image.topic("defaults").expect("defaults").partitions.len(),
+            3
+        );
+        assert_eq!(
+            image.topic_by_id(orders.id).map(|t| t.name.as_str()),
+            Some("orders")
+        );
+        // 2 topics + 5 partitions + 1 config.
+        assert_eq!(image.offset, 8);
+        let opened = c.ops().take();
+        assert_eq!(opened.len(), 5);
+        assert!(opened
+            .iter()
+            .all(|a| matches!(a, PartitionAction::Open { .. })));
+
+        let r = create(&mut c, vec![topic("orders", 1, &[])]);
+        assert_eq!(codes(&r), vec![code(ResponseError::TopicAlreadyExists)]);
+    }
+
+    #[test]
+    fn validate_only_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        let r = results(c.handle(&AdminRequest::CreateTopics {
+            topics: vec![topic("a", 2, &[]), topic("b", 0, &[])],
+            validate_only: true,
+        }));
+        assert_eq!(codes(&r), vec![0, code(ResponseError::InvalidPartitions)]);
+        assert!(cell.load().topics.is_empty());
+        assert_eq!(c.state().applied(), 0);
+        assert!(c.ops().take().is_empty());
+        create(&mut c, vec![topic("a", 1, &[])]);
+        let r = results(c.handle(&AdminRequest::CreatePartitions {
+            topics: vec![("a".into(), 4)],
+            validate_only: true,
+        }));
+        assert_eq!(codes(&r), vec![0]);
+        assert_eq!(cell.load().topic("a").expect("a").partitions.len(), 1);
+    }
+
+    #[test]
+    fn failed_open_reports_storage_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, _) = open(dir.path(), 2);
+        c.ops()
+            .fail
+            .lock()
+            .expect("lock")
+            .push(TopicPartition::new("b", 1));
+        let r = create(&mut c, vec![topic("a", 2, &[]), topic("b", 2, &[])]);
+        assert_eq!(r[0], AdminResult::ok("a"));
+        assert_eq!(r[1].error_code, code(ResponseError::KafkaStorageError));
+        assert!(r[1]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("disk full")));
+    }
+
+    #[test]
+    fn delete_topics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        create(
+            &mut c,
+            vec![topic("a", 2, &[]), topic("__consumer_offsets", 1, &[])],
+        );
+        assert!(
+            cell.load()
+                .topic("__consumer_offsets")
+                .expect("internal")
+                .internal
+        );
+        c.ops().take();
+        let r = results(c.handle(&AdminRequest::DeleteTopics {
+            names: vec!["a".into(), "missing".into(), "__consumer_offsets".into()],
+        }));
+        assert_eq!(
+            codes(&r),
+            vec![
+                0,
+                code(ResponseError::UnknownTopicOrPartition),
+                code(ResponseError::InvalidTopicException)
+            ]
+        );
+        let image = cell.load();
+        assert!(image.topic("a").is_none());
+        assert_eq!(image.topics_by_id.len(), 1);
+        let deleted = c.ops().take();
+        assert_eq!(deleted.len(), 2);
+        assert!(deleted
+            .iter()
+            .all(|a| matches!(a, PartitionAction::Delete { .. })));
+        // The name can be used again, with a new id.
+        assert_eq!(codes(&create(&mut c, vec![topic("a", 1, &[])])), vec![0]);
+    }
+
+    #[test]
+    fn create_partitions_only_grows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 3);
+        create(&mut c, vec![topic("a", 2, &[("segment.bytes", "1000")])]);
+        c.ops().take();
+        let r = results(c.handle(&AdminRequest::CreatePartitions {
+            topics: vec![("a".into(), 5), ("missing".into(), 2)],
+            validate_only: false,
+        }));
+        assert_eq!(
+            codes(&r),
+            vec![0, code(ResponseError::UnknownTopicOrPartition)]
+        );
+        let a = cell.load().topic("a").expect("a").clone();
+        assert_eq!(a.partitions.len(), 5);
+        let opened = c.ops().take();
+        assert_eq!(opened.len(), 3);
+        for action in opened {
+            let PartitionAction::Open {
+                tp,
+                config,
+                shard,
+                topic_id,
+                ..
+            } = action
+            else {
+                panic!("not open")
+            };
+            assert!(tp.partition >= 2);
+            assert_eq!(topic_id, a.id);
+            assert_eq!(config.segment_bytes, 1000);
+            assert_eq!(shard, default_shard("a", tp.partition, 3));
+        }
+        for n in [5, 4] {
+            let r = results(c.handle(&AdminRequest::CreatePartitions {
+                topics: vec![("a".into(), n)],
+                validate_only: false,
+            }));
+            assert_eq!(r[0].error_code, code(ResponseError::InvalidPartitions));
+            assert!(r[0].message.is_some());
+        }
+    }
+
+    #[test]
+    fn alter_configs_replace_and_incremental() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        create(
+            &mut c,
+            vec![topic(
+                "a",
+                2,
+                &[("retention.ms", "1000"), ("segment.bytes", "2048")],
+            )],
+        );
+        c.ops().take();
+        let alter =
+            |configs: &[(&str, Option<&str>)], incremental: bool| AdminRequest::AlterTopicConfigs {
+                topic: "a".into(),
+                configs: configs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
+                    .collect(),
+                incremental,
+                validate_only: false,
+            };
+        // Incremental: set one, delete one, keep the rest.
+        let r = results(c.handle(&alter(
+            &[("retention.bytes", Some("5000")), ("segment.bytes", None)],
+            true,
+        )));
+        assert_eq!(codes(&r), vec![0]);
+        let a = cell.load().topic("a").expect("a").clone();
+        assert_eq!(
+            a.configs,
+            BTreeMap::from([
+                ("retention.bytes".to_string(), "5000".to_string()),
+                ("retention.ms".to_string(), "1000".to_string())
+            ])
+        );
+        assert_eq!(
+            a.log_config.segment_bytes,
+            LogConfig::default().segment_bytes
+        );
+        assert_eq!(a.log_config.retention_bytes, 5000);
+        let updates = c.ops().take();
+        assert_eq!(updates.len(), 2);
+        for u in &updates {
+            let PartitionAction::UpdateConfig { config, .. } = u else {
+                panic!("not update")
+            };
+            assert_eq!(config, &a.log_config);
+        }
+        // Replace: the new set is exactly what was sent.
+        let r = results(c.handle(&alter(&[("segment.ms", Some("60000"))], false)));
+        assert_eq!(codes(&r), vec![0]);
+        let a = cell.load().topic("a").expect("a").clone();
+        assert_eq!(
+            a.configs,
+            BTreeMap::from([("segment.ms".to_string(), "60000".to_string())])
+        );
+        assert_eq!(a.log_config.retention_ms, LogConfig::default().retention_ms);
+        assert_eq!(c.ops().take().len(), 2);
+        // Errors.
+        let before = c.state().applied();
+        let r = results(c.handle(&alter(&[("retention.ms", Some("x"))], true)));
+        assert_eq!(codes(&r), vec![code(ResponseError::InvalidConfig)]);
+        let r = results(c.handle(&alter(&[("mirror.name", Some("m"))], false)));
+        assert_eq!(r[0].error_code, code(ResponseError::InvalidConfig));
+        assert_eq!(
+            r[0].message.as_deref(),
+            Some("mirror.name can only be changed by the mirror RPCs")
+        );
+        let r = results(c.handle(&AdminRequest::AlterTopicConfigs {
+            topic: "nope".into(),
+            configs: vec![],
+            incremental: true,
+            validate_only: false,
+        }));
+        assert_eq!(
+            codes(&r),
+            vec![code(ResponseError::UnknownTopicOrPartition)]
+        );
+        let r = results(c.handle(&AdminRequest::AlterTopicConfigs {
+            topic: "a".into(),
+            configs: vec![("retention.ms".into(), Some("1".into()))],
+            incremental: true,
+            validate_only: true,
+        }));
+        assert_eq!(codes(&r), vec![0]);
+        assert_eq!(c.state().applied(), before);
+        assert!(c.ops().take().is_empty());
+    }
+
+    #[test]
+    fn mirror_name_survives_replace() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 1);
+        create(&mut c, vec![topic("a", 1, &[])]);
+        // The mirror RPCs (later) write mirror.name directly as a record.
+        let record = crate::metadata_log::MetadataRecord::Config {
+            resource_type: crate::metadata_log::ConfigResourceType::Topic,
+            resource_name: "a".into(),
+            name: "mirror.name".into(),
+            value: Some("m".into()),
+        };
+        c.log.append(std::slice::from_ref(&record)).expect("append");
+        c.apply_committed(&[record]);
+        let r = results(c.handle(&AdminRequest::AlterTopicConfigs {
+            topic: "a".into(),
+            configs: vec![("retention.ms".into(), Some("5".into()))],
+            incremental: false,
+            validate_only: false,
+        }));
+        assert_eq!(codes(&r), vec![0]);
+        let a = cell.load().topic("a").expect("a").clone();
+        assert_eq!(a.configs.get("mirror.name").map(String::as_str), Some("m"));
+        assert_eq!(a.log_config.retention_ms, 5);
+    }
+
+    #[test]
+    fn replay_after_reopen_gives_the_same_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 4);
+        create(
+            &mut c,
+            vec![
+                topic("a", 3, &[("retention.ms", "77")]),
+                topic("b", 1, &[]),
+                topic("c", 2, &[]),
+            ],
+        );
+        c.handle(&AdminRequest::DeleteTopics {
+            names: vec!["b".into()],
+        });
+        c.handle(&AdminRequest::CreatePartitions {
+            topics: vec![("c".into(), 4)],
+            validate_only: false,
+        });
+        c.handle(&AdminRequest::AlterTopicConfigs {
+            topic: "c".into(),
+            configs: vec![("segment.bytes".into(), Some("4096".into()))],
+            incremental: true,
+            validate_only: false,
+        });
+        c.handle(&AdminRequest::AllocateProducerIds { count: 10 });
+        let before = cell.load();
+        drop(c);
+        let (c2, cell2) = open(dir.path(), 4);
+        assert_eq!(*cell2.load(), *before);
+        assert_eq!(c2.state().next_producer_id(), 10);
+        assert_eq!(before.cluster_id.len(), 22);
+        let opens = topics_to_open(&cell2.load());
+        assert_eq!(opens.len(), 3 + 4);
+        let c3 = opens
+            .iter()
+            .find(|o| o.tp == TopicPartition::new("c", 3))
+            .expect("c-3");
+        assert_eq!(c3.config.segment_bytes, 4096);
+    }
+
+    #[test]
+    fn fewer_shards_after_restart_moves_partitions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, _) = open(dir.path(), 8);
+        create(&mut c, vec![topic("a", 16, &[])]);
+        drop(c);
+        let (_, cell) = open(dir.path(), 2);
+        let image = cell.load();
+        let a = image.topic("a").expect("a");
+        assert!(a.partitions.iter().all(|p| p.shard < 2));
+        let offset = image.offset;
+        drop(image);
+        // The move was written: a second restart with the same count writes nothing.
+        let (_, cell) = open(dir.path(), 2);
+        assert_eq!(cell.load().offset, offset);
+    }
+
+    #[test]
+    fn producer_id_blocks_never_overlap_across_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut blocks = Vec::new();
+        for _ in 0..3 {
+            let (mut c, _) = open(dir.path(), 1);
+            for count in [1000, 1, 50] {
+                match c.handle(&AdminRequest::AllocateProducerIds { count }) {
+                    AdminResponse::ProducerIds { first, count: n } => {
+                        assert_eq!(n, count);
+                        blocks.push((first, first + n));
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            for bad in [0, -5, crate::state::PRODUCER_ID_BLOCK_MAX + 1] {
+                assert!(matches!(
+                    c.handle(&AdminRequest::AllocateProducerIds { count: bad }),
+                    AdminResponse::Failed { error_code, .. } if error_code == code(ResponseError::InvalidRequest)
+                ));
+            }
+        }
+        blocks.sort();
+        assert_eq!(blocks[0].0, 0);
+        for w in blocks.windows(2) {
+            assert!(w[0].1 <= w[1].0, "overlap: {w:?}");
+        }
+    }
+
+    #[test]
+    fn topic_name_rules() {
+        use crate::state::validate_topic_name;
+        assert!(validate_topic_name("a.b_c-D9").is_ok());
+        assert!(validate_topic_name(&"a".repeat(249)).is_ok());
+        for bad in ["", ".", "..", "a b", "a/b", "ü", &"a".repeat(250)] {
+            assert!(validate_topic_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! `<data_dir>/meta.properties` (Kafka's format): the cluster id, generated once when the
+//! data directory is first used, and the node id the directory belongs to.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+
+pub const META_PROPERTIES_FILE: &str = "meta.properties";
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaPropertiesError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+    #[error("{path}: stored node.id {stored} does not match the configured node id {configured}")]
+    NodeIdMismatch {
+        path: PathBuf,
+        stored: i32,
+        configured: i32,
+    },
+}
+
+/// Kafka's form of a uuid: the 16 bytes in URL-safe base64 without padding (22 chars).
+pub fn uuid_to_kafka_base64(id: uuid::Uuid) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(id.as_bytes())
+}
+
+/// A new random cluster id. Like Kafka's `Uuid.randomUuid()` it never starts with `-`
+/// (command-line tools would take it for an option) and is never the zero uuid.
+pub fn new_cluster_id(mut random: impl FnMut() -> uuid::Uuid) -> String {
+    loop {
+        let id = random();
+        let s = uuid_to_kafka_base64(id);
+        if !id.is_nil() && !s.starts_with('-') {
+            return s;
+        }
+    }
+}
+
+/// Reads the cluster id from `<data_dir>/meta.properties`, or creates the file with a
+/// new random cluster id. Fails when the file names another node id.
+pub fn load_or_create_cluster_id(
+    data_dir: &Path,
+    node_id: i32,
+) -> Result<String, MetaPropertiesError> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    let io = |source| MetaPropertiesError::Io {
+        path: path.clone(),
+        source,
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => parse(&path, &text, node_id),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(data_dir).map_err(io)?;
+            let cluster_id = new_cluster_id(uuid::Uuid::new_v4);
+            let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+            // Write a temporary file, fsync, rename, fsync the directory: the file is
+            // either absent or complete after a crash.
+            let tmp = data_dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
+            let tmp_io = |source| MetaPropertiesError::Io {
+                path: tmp.clone(),
+                source,
+            };
+            let mut f = std::fs::File::create(&tmp).map_err(tmp_io)?;
+            f.write_all(text.as_bytes()).map_err(tmp_io)?;
+            f.sync_all().map_err(tmp_io)?;
+            drop(f);
+            std::fs::rename(&tmp, &path).map_err(io)?;
+            std::fs::File::open(data_dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+            tracing::info!(%cluster_id, path = %path.display(), "formatted data directory with a new cluster id");
+            Ok(cluster_id)
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+fn parse(path: &Path, text: &str, node_id: i32) -> Result<String, MetaPropertiesError> {
+    let invalid = |reason: String| MetaPropertiesError::Invalid {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut cluster_id = None;
+    let mut stored_node = None;
+    let mut version = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(invalid(format!("line without `=`: {line:?}")));
+        };
+        match k.trim() {
+            "cluster.id" => cluster_id = Some(v.trim().to_string()),
+            "node.id" => {
+                let n = v
+                    .trim()
+                    .parse::<i32>()
+                    .map_err(|_| invalid(format!("node.id is not an integer: {v:?}")))?;
+                stored_node = Some(n);
+            }
+            "version" => version = Some(v.trim().to_string()),
+            _ => {}
+        }
+    }
+    match version.as_deref() {
+        Some("1") => {}
+        other => {
+            return Err(invalid(format!(
+                "unsupported version {other:?} (expected 1)"
+            )))
+        }
+    }
+    let cluster_id = cluster_id
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| invalid("no cluster.id".to_string()))?;
+    if let Some(stored) = stored_node {
+        if stored != node_id {
+            return Err(MetaPropertiesError::NodeIdMismatch {
+                path: path.to_path_buf(),
+                stored,
+                configured: node_id,
+            });
+        }
+    }
+    Ok(cluster_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_id_is_kafka_form_and_stable() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = load_or_create_cluster_id(dir.path(), 0).expect("create");
+        assert_eq!(id.len(), 22);
+        assert!(id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
+        let text = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).expect("read");
+        assert_eq!(text, format!("version=1\ncluster.id={id}\nnode.id=0\n"));
+        assert_eq!(
+            load_or_create_cluster_id(dir.path(), 0).expect("read back"),
+            id
+        );
+        assert!(matches!(
+            load_or_create_cluster_id(dir.path(), 1),
+            Err(MetaPropertiesError::NodeIdMismatch {
+                stored: 0,
+                configured: 1,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn cluster_id_never_starts_with_dash() {
+        // 0xf8.. encodes to a leading '-' in URL-safe base64.
+        let mut ids = vec![
+            uuid::Uuid::from_u128(7),
+            uuid::Uuid::from_u128(0xf800 << 112),
+            uuid::Uuid::nil(),
+        ];
+        let id = new_cluster_id(|| ids.pop().expect("ids"));
+        assert_eq!(id, uuid_to_kafka_base64(uuid::Uuid::from_u128(7)));
+    }
+
+    #[test]
+    fn reads_kafka_written_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join(META_PROPERTIES_FILE),
+            "#\n#Thu Jan 01 00:00:00 UTC 2025\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\ndirectory.id=abc\nnode.id=0\nversion=1\n",
+        )
+        .expect("write");
+        assert_eq!(
+            load_or_create_cluster_id(dir.path(), 0).expect("read"),
+            "MkU3OEVBNTcwNTJENDM2Qk"
+        );
+    }
+}

@@ -1,0 +1,652 @@
+//! The metadata log: an append-only file of the records the controller commits,
+//! `<data_dir>/__cluster_metadata/metadata.log`.
+//!
+//! Each record is one frame, `[u32 length][u32 crc32c][payload]` (big endian, the CRC
+//! covers the payload). Records are appended in batches (one admin request = one batch)
+//! with a single write and an fsync; the last record of a batch carries an end-of-batch
+//! flag so that a crash in the middle of a batch never leaves half of a change behind:
+//! replay keeps only whole batches. At the first torn or corrupt frame (or an unfinished
+//! batch at the end) replay stops, the file is truncated there and a warning is logged.
+//!
+//! The payload format is ours (nothing outside Twinlog reads it):
+//! `[u8 kind][u8 version = 0][u8 flags][fields]`, strings as `u16` length + UTF-8,
+//! integers big endian, uuids as 16 bytes.
+
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// Directory of the metadata log inside the data directory.
+pub const METADATA_DIR: &str = "__cluster_metadata";
+/// File name of the metadata log.
+pub const METADATA_LOG_FILE: &str = "metadata.log";
+/// The largest payload a frame may carry; a larger length is treated as corruption.
+pub const RECORD_BYTES_MAX: usize = 1 << 20;
+
+const FRAME_HEADER_BYTES: usize = 8;
+const RECORD_VERSION: u8 = 0;
+const FLAG_END_OF_BATCH: u8 = 1;
+
+const KIND_TOPIC: u8 = 1;
+const KIND_PARTITION: u8 = 2;
+const KIND_CONFIG: u8 = 3;
+const KIND_REMOVE_TOPIC: u8 = 4;
+const KIND_PRODUCER_IDS: u8 = 5;
+
+/// Kafka's config resource types (`ConfigResource.Type`) as stored in a
+/// [`MetadataRecord::Config`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ConfigResourceType {
+    Topic,
+    Broker,
+    /// Twinlog's mirror resources (not a Kafka type).
+    Mirror,
+}
+
+impl ConfigResourceType {
+    pub fn code(self) -> u8 {
+        match self {
+            ConfigResourceType::Topic => 2,
+            ConfigResourceType::Broker => 4,
+            ConfigResourceType::Mirror => 64,
+        }
+    }
+
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            2 => Some(ConfigResourceType::Topic),
+            4 => Some(ConfigResourceType::Broker),
+            64 => Some(ConfigResourceType::Mirror),
+            _ => None,
+        }
+    }
+}
+
+/// One committed change to the cluster's metadata.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataRecord {
+    /// A topic was created.
+    Topic { name: String, id: uuid::Uuid },
+    /// A partition was created or moved (new leader, epoch or shard).
+    Partition {
+        topic_id: uuid::Uuid,
+        partition: i32,
+        leader: i32,
+        leader_epoch: i32,
+        shard: u32,
+    },
+    /// A config was set (`Some`) or removed (`None`).
+    Config {
+        resource_type: ConfigResourceType,
+        resource_name: String,
+        name: String,
+        value: Option<String>,
+    },
+    /// A topic (with its partitions and configs) was deleted.
+    RemoveTopic { id: uuid::Uuid },
+    /// Producer ids below `next_block_start` have been handed out.
+    ProducerIds { next_block_start: i64 },
+}
+
+/// Why a payload could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("payload ends early (needs {needed} more bytes at byte {at})")]
+    Truncated { at: usize, needed: usize },
+    #[error("unknown record kind {0}")]
+    UnknownKind(u8),
+    #[error("unsupported record version {0}")]
+    UnknownVersion(u8),
+    #[error("unknown config resource type {0}")]
+    UnknownResourceType(u8),
+    #[error("string is not UTF-8")]
+    NotUtf8,
+    #[error("{0} bytes left after the record")]
+    TrailingBytes(usize),
+    #[error("invalid field: {0}")]
+    InvalidField(&'static str),
+}
+
+/// Errors of the metadata log.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataLogError {
+    #[error("metadata log {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A frame whose CRC matches but whose payload cannot be decoded: written by a newer
+    /// version or by a bug. Refusing to start is safer than cutting committed metadata.
+    #[error("metadata log {path}: record at byte {position} has a valid CRC but cannot be decoded: {source}")]
+    UndecodableRecord {
+        path: PathBuf,
+        position: u64,
+        #[source]
+        source: DecodeError,
+    },
+    #[error("metadata record of {size} bytes exceeds the maximum of {RECORD_BYTES_MAX}")]
+    RecordTooLarge { size: usize },
+    #[error("metadata record field {field} is too long ({len} bytes)")]
+    FieldTooLong { field: &'static str, len: usize },
+}
+
+impl MetadataRecord {
+    /// Encodes the payload of one frame.
+    pub fn encode(&self, end_of_batch: bool) -> Result<Vec<u8>, MetadataLogError> {
+        let mut out = Vec::with_capacity(64);
+        let flags = if end_of_batch { FLAG_END_OF_BATCH } else { 0 };
+        match self {
+            MetadataRecord::Topic { name, id } => {
+                out.extend_from_slice(&[KIND_TOPIC, RECORD_VERSION, flags]);
+                put_str(&mut out, "name", name)?;
+                out.extend_from_slice(id.as_bytes());
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                leader,
+                leader_epoch,
+                shard,
+            } => {
+                out.extend_from_slice(&[KIND_PARTITION, RECORD_VERSION, flags]);
+                out.extend_from_slice(topic_id.as_bytes());
+                out.extend_from_slice(&partition.to_be_bytes());
+                out.extend_from_slice(&leader.to_be_bytes());
+                out.extend_from_slice(&leader_epoch.to_be_bytes());
+                out.extend_from_slice(&shard.to_be_bytes());
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                out.extend_from_slice(&[KIND_CONFIG, RECORD_VERSION, flags, resource_type.code()]);
+                put_str(&mut out, "resource_name", resource_name)?;
+                put_str(&mut out, "name", name)?;
+                match value {
+                    None => out.push(0),
+                    Some(v) => {
+                        out.push(1);
+                        put_str(&mut out, "value", v)?;
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic { id } => {
+                out.extend_from_slice(&[KIND_REMOVE_TOPIC, RECORD_VERSION, flags]);
+                out.extend_from_slice(id.as_bytes());
+            }
+            MetadataRecord::ProducerIds { next_block_start } => {
+                out.extend_from_slice(&[KIND_PRODUCER_IDS, RECORD_VERSION, flags]);
+                out.extend_from_slice(&next_block_start.to_be_bytes());
+            }
+        }
+        if out.len() > RECORD_BYTES_MAX {
+            return Err(MetadataLogError::RecordTooLarge { size: out.len() });
+        }
+        Ok(out)
+    }
+
+    /// Decodes one frame's payload; returns the record and its end-of-batch flag.
+    pub fn decode(payload: &[u8]) -> Result<(MetadataRecord, bool), DecodeError> {
+        let mut r = Reader {
+            buf: payload,
+            pos: 0,
+        };
+        let kind = r.u8()?;
+        let version = r.u8()?;
+        if version != RECORD_VERSION {
+            return Err(DecodeError::UnknownVersion(version));
+        }
+        let flags = r.u8()?;
+        let record = match kind {
+            KIND_TOPIC => MetadataRecord::Topic {
+                name: r.string()?,
+                id: r.uuid()?,
+            },
+            KIND_PARTITION => MetadataRecord::Partition {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader: r.i32()?,
+                leader_epoch: r.i32()?,
+                shard: r.u32()?,
+            },
+            KIND_CONFIG => {
+                let code = r.u8()?;
+                let resource_type = ConfigResourceType::from_code(code)
+                    .ok_or(DecodeError::UnknownResourceType(code))?;
+                let resource_name = r.string()?;
+                let name = r.string()?;
+                let value = match r.u8()? {
+                    0 => None,
+                    1 => Some(r.string()?),
+                    _ => return Err(DecodeError::InvalidField("config value presence")),
+                };
+                MetadataRecord::Config {
+                    resource_type,
+                    resource_name,
+                    name,
+                    value,
+                }
+            }
+            KIND_REMOVE_TOPIC => MetadataRecord::RemoveTopic { id: r.uuid()? },
+            KIND_PRODUCER_IDS => MetadataRecord::ProducerIds {
+                next_block_start: r.i64()?,
+            },
+            other => return Err(DecodeError::UnknownKind(other)),
+        };
+        let left = payload.len() - r.pos;
+        if left != 0 {
+            return Err(DecodeError::TrailingBytes(left));
+        }
+        Ok((record, flags & FLAG_END_OF_BATCH != 0))
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, field: &'static str, s: &str) -> Result<(), MetadataLogError> {
+    let len = u16::try_from(s.len()).map_err(|_| MetadataLogError::FieldTooLong {
+        field,
+        len: s.len(),
+    })?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+    Ok(())
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let left = self.buf.len() - self.pos;
+        if left < n {
+            return Err(DecodeError::Truncated {
+                at: self.pos,
+                needed: n - left,
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    fn i32(&mut self) -> Result<i32, DecodeError> {
+        Ok(i32::from_be_bytes(self.array()?))
+    }
+
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        Ok(u32::from_be_bytes(self.array()?))
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        Ok(i64::from_be_bytes(self.array()?))
+    }
+
+    fn uuid(&mut self) -> Result<uuid::Uuid, DecodeError> {
+        Ok(uuid::Uuid::from_bytes(self.array()?))
+    }
+
+    fn string(&mut self) -> Result<String, DecodeError> {
+        let len = u16::from_be_bytes(self.array()?) as usize;
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::NotUtf8)
+    }
+}
+
+/// The open metadata log, positioned at its end.
+#[derive(Debug)]
+pub struct MetadataLog {
+    path: PathBuf,
+    file: File,
+    /// Bytes of whole, valid batches in the file.
+    len_bytes: u64,
+    /// Records in the file.
+    record_count: u64,
+}
+
+impl MetadataLog {
+    /// Opens (creating it and its directory if needed) the metadata log of `data_dir`,
+    /// replays it and returns the log and every record of every whole batch, in order.
+    /// A torn or corrupt tail is cut off (with a warning) so the next append follows the
+    /// last whole batch.
+    pub fn open(data_dir: &Path) -> Result<(MetadataLog, Vec<MetadataRecord>), MetadataLogError> {
+        let dir = data_dir.join(METADATA_DIR);
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| MetadataLogError::Io { path, source }
+        };
+        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let path = dir.join(METADATA_LOG_FILE);
+        let existed = path.exists();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        if !existed {
+            // Make the new file's directory entry durable before anything relies on it.
+            sync_dir(&dir).map_err(io(&dir))?;
+            if let Some(parent) = dir.parent() {
+                sync_dir(parent).map_err(io(parent))?;
+            }
+        }
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io(&path))?;
+        let scan = scan(&bytes, &path)?;
+        if scan.valid_bytes < bytes.len() as u64 {
+            tracing::warn!(
+                path = %path.display(),
+                position = scan.valid_bytes,
+                file_bytes = bytes.len(),
+                reason = scan.stop_reason.as_deref().unwrap_or("unknown"),
+                "metadata log has a torn or corrupt tail; truncating it"
+            );
+            file.set_len(scan.valid_bytes).map_err(io(&path))?;
+            file.sync_all().map_err(io(&path))?;
+        }
+        let log = MetadataLog {
+            path,
+            file,
+            len_bytes: scan.valid_bytes,
+            record_count: scan.records.len() as u64,
+        };
+        Ok((log, scan.records))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn len_bytes(&self) -> u64 {
+        self.len_bytes
+    }
+
+    /// Records in the log (replayed plus appended).
+    pub fn record_count(&self) -> u64 {
+        self.record_count
+    }
+
+    /// Appends `batch` as one unit: one write, then fsync. On error the file is cut back
+    /// to where it was, so a failed append leaves nothing behind (best effort: if even
+    /// the truncation fails, replay drops the unfinished batch at the next start).
+    pub fn append(&mut self, batch: &[MetadataRecord]) -> Result<(), MetadataLogError> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for (i, record) in batch.iter().enumerate() {
+            let payload = record.encode(i + 1 == batch.len())?;
+            let len =
+                u32::try_from(payload.len()).map_err(|_| MetadataLogError::RecordTooLarge {
+                    size: payload.len(),
+                })?;
+            buf.extend_from_slice(&len.to_be_bytes());
+            buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+            buf.extend_from_slice(&payload);
+        }
+        let result = self
+            .file
+            .write_all_at(&buf, self.len_bytes)
+            .and_then(|()| self.file.sync_data());
+        if let Err(source) = result {
+            tracing::error!(path = %self.path.display(), error = %source, "metadata log append failed");
+            if let Err(e) = self.file.set_len(self.len_bytes) {
+                tracing::error!(path = %self.path.display(), error = %e, "could not cut back a failed append");
+            }
+            return Err(MetadataLogError::Io {
+                path: self.path.clone(),
+                source,
+            });
+        }
+        self.len_bytes += buf.len() as u64;
+        self.record_count += batch.len() as u64;
+        Ok(())
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+struct Scan {
+    records: Vec<MetadataRecord>,
+    valid_bytes: u64,
+    stop_reason: Option<String>,
+}
+
+/// Walks the frames of `bytes`, keeping whole batches only.
+fn scan(bytes: &[u8], path: &Path) -> Result<Scan, MetadataLogError> {
+    let mut records = Vec::new();
+    let mut pending = Vec::new();
+    let mut pos = 0usize;
+    let mut valid = 0usize;
+    let mut stop_reason = None;
+    while pos < bytes.len() {
+        let left = bytes.len() - pos;
+        if left < FRAME_HEADER_BYTES {
+            stop_reason = Some(format!("torn frame header at byte {pos}"));
+            break;
+        }
+        let mut len_bytes = [0u8; 4];
+        len_bytes.copy_from_slice(&bytes[pos..pos + 4]);
+        let mut crc_bytes = [0u8; 4];
+        crc_bytes.copy_from_slice(&bytes[pos + 4..pos + 8]);
+        let len = u32::from_be_bytes(len_bytes) as usize;
+        let crc = u32::from_be_bytes(crc_bytes);
+        if len > RECORD_BYTES_MAX {
+            stop_reason = Some(format!("frame at byte {pos} claims {len} bytes"));
+            break;
+        }
+        if left - FRAME_HEADER_BYTES < len {
+            stop_reason = Some(format!("torn frame at byte {pos}"));
+            break;
+        }
+        let payload = &bytes[pos + FRAME_HEADER_BYTES..pos + FRAME_HEADER_BYTES + len];
+        let actual = crc32c::crc32c(payload);
+        if actual != crc {
+            stop_reason = Some(format!(
+                "CRC mismatch at byte {pos}: stored {crc:#010x}, computed {actual:#010x}"
+            ));
+            break;
+        }
+        let (record, end_of_batch) = MetadataRecord::decode(payload).map_err(|source| {
+            MetadataLogError::UndecodableRecord {
+                path: path.to_path_buf(),
+                position: pos as u64,
+                source,
+            }
+        })?;
+        pending.push(record);
+        pos += FRAME_HEADER_BYTES + len;
+        if end_of_batch {
+            records.append(&mut pending);
+            valid = pos;
+        }
+    }
+    if stop_reason.is_none() && !pending.is_empty() {
+        stop_reason = Some(format!(
+            "unfinished batch of {} records at the end",
+            pending.len()
+        ));
+    }
+    Ok(Scan {
+        records,
+        valid_bytes: valid as u64,
+        stop_reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<MetadataRecord> {
+        let id = uuid::Uuid::from_u128(0x1234_5678_9abc_def0_1122_3344_5566_7788);
+        vec![
+            MetadataRecord::Topic {
+                name: "orders".into(),
+                id,
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 0,
+                leader: 0,
+                leader_epoch: 3,
+                shard: 2,
+            },
+            MetadataRecord::Config {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: "orders".into(),
+                name: "retention.ms".into(),
+                value: Some("1000".into()),
+            },
+            MetadataRecord::Config {
+                resource_type: ConfigResourceType::Mirror,
+                resource_name: "m".into(),
+                name: "x".into(),
+                value: None,
+            },
+            MetadataRecord::RemoveTopic { id },
+            MetadataRecord::ProducerIds {
+                next_block_start: 5000,
+            },
+        ]
+    }
+
+    fn log_path(dir: &Path) -> PathBuf {
+        dir.join(METADATA_DIR).join(METADATA_LOG_FILE)
+    }
+
+    #[test]
+    fn payload_round_trips() {
+        for r in sample() {
+            for end in [false, true] {
+                let bytes = r.encode(end).expect("encode");
+                assert_eq!(MetadataRecord::decode(&bytes), Ok((r.clone(), end)));
+                // Every strict prefix fails cleanly, never panics.
+                for cut in 0..bytes.len() {
+                    assert!(MetadataRecord::decode(&bytes[..cut]).is_err());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn log_round_trips_across_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut log, replayed) = MetadataLog::open(dir.path()).expect("open");
+        assert!(replayed.is_empty());
+        let records = sample();
+        log.append(&records[..2]).expect("append");
+        log.append(&records[2..]).expect("append");
+        assert_eq!(log.record_count(), records.len() as u64);
+        drop(log);
+        let (log, replayed) = MetadataLog::open(dir.path()).expect("reopen");
+        assert_eq!(replayed, records);
+        assert_eq!(
+            log.len_bytes(),
+            std::fs::metadata(log_path(dir.path())).expect("stat").len()
+        );
+    }
+
+    #[test]
+    fn torn_tail_is_truncated_and_appends_continue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = sample();
+        let (mut log, _) = MetadataLog::open(dir.path()).expect("open");
+        log.append(&records[..1]).expect("append");
+        log.append(&records[1..3]).expect("append");
+        let good = log.len_bytes();
+        log.append(&records[3..]).expect("append");
+        drop(log);
+        let path = log_path(dir.path());
+        let full = std::fs::read(&path).expect("read");
+        // Cut inside every position of the last batch: only the first two batches survive.
+        for cut in good as usize..full.len() {
+            std::fs::write(&path, &full[..cut]).expect("write");
+            let (mut log, replayed) = MetadataLog::open(dir.path()).expect("reopen");
+            assert_eq!(replayed, records[..3].to_vec(), "cut at {cut}");
+            assert_eq!(std::fs::metadata(&path).expect("stat").len(), good);
+            log.append(&records[3..]).expect("append after truncation");
+            drop(log);
+            let (_, replayed) = MetadataLog::open(dir.path()).expect("reopen");
+            assert_eq!(replayed, records);
+        }
+    }
+
+    #[test]
+    fn corrupt_crc_stops_replay_there() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = sample();
+        let (mut log, _) = MetadataLog::open(dir.path()).expect("open");
+        log.append(&records[..2]).expect("append");
+        let good = log.len_bytes();
+        log.append(&records[2..4]).expect("append");
+        log.append(&records[4..]).expect("append");
+        drop(log);
+        let path = log_path(dir.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        // Flip a payload bit of the first record of the second batch.
+        bytes[good as usize + FRAME_HEADER_BYTES + 3] ^= 0x40;
+        std::fs::write(&path, &bytes).expect("write");
+        let (log, replayed) = MetadataLog::open(dir.path()).expect("reopen");
+        assert_eq!(replayed, records[..2].to_vec());
+        assert_eq!(log.len_bytes(), good);
+        assert_eq!(std::fs::metadata(&path).expect("stat").len(), good);
+    }
+
+    #[test]
+    fn absurd_length_is_corruption() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut log, _) = MetadataLog::open(dir.path()).expect("open");
+        log.append(&sample()[..1]).expect("append");
+        let good = log.len_bytes();
+        drop(log);
+        let path = log_path(dir.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes.extend_from_slice(&u32::MAX.to_be_bytes());
+        bytes.extend_from_slice(&[0u8; 20]);
+        std::fs::write(&path, &bytes).expect("write");
+        let (_, replayed) = MetadataLog::open(dir.path()).expect("reopen");
+        assert_eq!(replayed, sample()[..1].to_vec());
+        assert_eq!(std::fs::metadata(&path).expect("stat").len(), good);
+    }
+
+    #[test]
+    fn valid_crc_with_unknown_kind_refuses_to_start() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut log, _) = MetadataLog::open(dir.path()).expect("open");
+        log.append(&sample()[..1]).expect("append");
+        drop(log);
+        let path = log_path(dir.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        let payload = [99u8, RECORD_VERSION, FLAG_END_OF_BATCH];
+        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+        bytes.extend_from_slice(&payload);
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(matches!(
+            MetadataLog::open(dir.path()),
+            Err(MetadataLogError::UndecodableRecord {
+                source: DecodeError::UnknownKind(99),
+                ..
+            })
+        ));
+    }
+}

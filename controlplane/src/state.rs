@@ -1,0 +1,761 @@
+//! The controller's state machine, free of I/O: records are applied to a
+//! [`ControllerState`], and an admin request is turned into a [`Plan`] (the records to
+//! write, the answer, and the partition-log work for the shards) without changing
+//! anything. [`crate::controller::Controller`] writes, applies and executes plans.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use dataplane::controller::{AdminRequest, AdminResponse, AdminResult, NewTopic};
+use dataplane::log::config::apply_topic_config;
+use dataplane::log::LogConfig;
+use dataplane::metadata::{default_shard, MetadataImage, PartitionImage, TopicImage};
+use dataplane::types::TopicPartition;
+use kafka_protocol::ResponseError;
+
+use crate::metadata_log::{ConfigResourceType, MetadataRecord};
+
+/// The most partitions one topic may have (a single node with thousands of partitions
+/// per topic is a misconfiguration, and every partition costs open files).
+pub const TOPIC_PARTITIONS_MAX: i32 = 10_000;
+/// The largest producer-id block one request may reserve.
+pub const PRODUCER_ID_BLOCK_MAX: i64 = 1_000_000;
+/// Kafka's limit on topic name length.
+pub const TOPIC_NAME_LEN_MAX: usize = 249;
+/// Topic configs owned by the mirror RPCs: stored with the topic, never altered through
+/// AlterConfigs, and not log settings.
+pub const MIRROR_TOPIC_CONFIG_NAMES: &[&str] = &["mirror.name"];
+
+/// Kafka's topic name rules: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn validate_topic_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Topic name is illegal, it can't be empty".to_string());
+    }
+    if name == "." || name == ".." {
+        return Err("Topic name cannot be \".\" or \"..\"".to_string());
+    }
+    if name.len() > TOPIC_NAME_LEN_MAX {
+        return Err(format!(
+            "Topic name is illegal, it can't be longer than {TOPIC_NAME_LEN_MAX} characters, topic name: {name}"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "Topic name {name:?} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// Internal topics (`__consumer_offsets`, `__mirror_state`, ...) start with `__`.
+pub fn is_internal_topic(name: &str) -> bool {
+    name.starts_with("__")
+}
+
+fn is_mirror_config(name: &str) -> bool {
+    MIRROR_TOPIC_CONFIG_NAMES.contains(&name)
+}
+
+/// Broker defaults with a topic's explicit configs applied. Mirror configs are skipped
+/// (they are not log settings); a stored value that no longer parses is logged and
+/// skipped rather than failing the whole image.
+pub fn effective_log_config(default: &LogConfig, configs: &BTreeMap<String, String>) -> LogConfig {
+    let mut log = default.clone();
+    for (name, value) in configs {
+        if is_mirror_config(name) {
+            continue;
+        }
+        if let Err(e) = apply_topic_config(&mut log, name, value) {
+            tracing::warn!(config = %name, %value, error = %e, "ignoring a stored topic config");
+        }
+    }
+    log
+}
+
+/// What the controller needs to know about the node it runs on.
+#[derive(Debug, Clone)]
+pub struct NodeSettings {
+    pub cluster_id: String,
+    pub node_id: i32,
+    pub advertised: SocketAddr,
+    /// Broker defaults every topic's log config starts from.
+    pub default_log_config: LogConfig,
+    /// `num.partitions`: used when CreateTopics asks for -1.
+    pub num_partitions: i32,
+    /// Data-plane shards partitions are placed on.
+    pub shard_count: usize,
+}
+
+/// A record that does not fit the state it is applied to (a topic created twice, a
+/// partition of an unknown topic, producer ids going backwards).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("metadata record {record:?} does not apply: {reason}")]
+pub struct StateError {
+    pub record: Box<MetadataRecord>,
+    pub reason: String,
+}
+
+/// Partition-log work that follows a committed change, run on the owning shard.
+/// `result_index` is the request item (index into the `Results` answer) it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartitionAction {
+    Open {
+        result_index: usize,
+        tp: TopicPartition,
+        topic_id: uuid::Uuid,
+        config: LogConfig,
+        shard: usize,
+    },
+    Delete {
+        result_index: usize,
+        tp: TopicPartition,
+        shard: usize,
+    },
+    UpdateConfig {
+        result_index: usize,
+        tp: TopicPartition,
+        config: LogConfig,
+        shard: usize,
+    },
+}
+
+impl PartitionAction {
+    pub fn result_index(&self) -> usize {
+        match self {
+            PartitionAction::Open { result_index, .. }
+            | PartitionAction::Delete { result_index, .. }
+            | PartitionAction::UpdateConfig { result_index, .. } => *result_index,
+        }
+    }
+}
+
+/// What an admin request does: `records` are written as one batch and applied, then
+/// `actions` run on the shards, then `response` (with action failures folded in) is sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub records: Vec<MetadataRecord>,
+    pub actions: Vec<PartitionAction>,
+    pub response: AdminResponse,
+}
+
+impl Plan {
+    fn answer(response: AdminResponse) -> Self {
+        Plan {
+            records: Vec::new(),
+            actions: Vec::new(),
+            response,
+        }
+    }
+}
+
+/// The cluster's metadata as of the last applied record: a `*Table`-like view derived
+/// from the metadata log.
+#[derive(Debug, Clone)]
+pub struct ControllerState {
+    settings: NodeSettings,
+    topics: BTreeMap<String, Arc<TopicImage>>,
+    topics_by_id: HashMap<uuid::Uuid, String>,
+    /// Broker and mirror configs, by resource.
+    other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
+    /// First producer id not yet handed out.
+    next_producer_id: i64,
+    /// Records applied so far.
+    applied: u64,
+}
+
+fn err_code(e: ResponseError) -> i16 {
+    e.code()
+}
+
+impl ControllerState {
+    pub fn new(settings: NodeSettings) -> Self {
+        ControllerState {
+            settings,
+            topics: BTreeMap::new(),
+            topics_by_id: HashMap::new(),
+            other_configs: BTreeMap::new(),
+            next_producer_id: 0,
+            applied: 0,
+        }
+    }
+
+    pub fn settings(&self) -> &NodeSettings {
+        &self.settings
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topics.get(name)
+    }
+
+    pub fn next_producer_id(&self) -> i64 {
+        self.next_producer_id
+    }
+
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// Broker (`ConfigResourceType::Broker`) or mirror configs of one resource.
+    pub fn resource_configs(
+        &self,
+        kind: ConfigResourceType,
+        name: &str,
+    ) -> Option<&BTreeMap<String, String>> {
+        self.other_configs.get(&(kind, name.to_string()))
+    }
+
+    /// The image of the current state, as published to the data plane.
+    pub fn image(&self) -> MetadataImage {
+        let s = &self.settings;
+        let mut image = MetadataImage::empty(s.cluster_id.clone(), s.node_id, s.advertised);
+        image.offset = self.applied;
+        image.topics = self.topics.clone();
+        image.topics_by_id = self.topics_by_id.clone();
+        image
+    }
+
+    /// Applies one committed record.
+    pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), StateError> {
+        let fail = |reason: String| StateError {
+            record: Box::new(record.clone()),
+            reason,
+        };
+        match record {
+            MetadataRecord::Topic { name, id } => {
+                if self.topics.contains_key(name) {
+                    return Err(fail(format!("topic {name} already exists")));
+                }
+                if self.topics_by_id.contains_key(id) {
+                    return Err(fail(format!("topic id {id} already in use")));
+                }
+                let topic = TopicImage {
+                    name: name.clone(),
+                    id: *id,
+                    partitions: Vec::new(),
+                    configs: BTreeMap::new(),
+                    log_config: self.settings.default_log_config.clone(),
+                    internal: is_internal_topic(name),
+                };
+                self.topics.insert(name.clone(), Arc::new(topic));
+                self.topics_by_id.insert(*id, name.clone());
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                leader,
+                leader_epoch,
+                shard,
+            } => {
+                let topic = self
+                    .topic_by_id_mut(*topic_id)
+                    .ok_or_else(|| fail("unknown topic id".into()))?;
+                let image = PartitionImage {
+                    partition: *partition,
+                    leader: *leader,
+                    leader_epoch: *leader_epoch,
+                    shard: *shard as usize,
+                };
+                let count = topic.partitions.len();
+                match usize::try_from(*partition) {
+                    Ok(p) if p == count => topic.partitions.push(image),
+                    Ok(p) if p < count => topic.partitions[p] = image,
+                    _ => return Err(fail(format!("partition {partition} is not in 0..={count}"))),
+                }
+            }
+            MetadataRecord::Config {
+                resource_type: ConfigResourceType::Topic,
+                resource_name,
+                name,
+                value,
+            } => {
+                let default = self.settings.default_log_config.clone();
+                let topic = self
+                    .topics
+                    .get_mut(resource_name)
+                    .map(Arc::make_mut)
+                    .ok_or_else(|| fail(format!("unknown topic {resource_name}")))?;
+                match value {
+                    Some(v) => topic.configs.insert(name.clone(), v.clone()),
+                    None => topic.configs.remove(name),
+                };
+                topic.log_config = effective_log_config(&default, &topic.configs);
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                let key = (*resource_type, resource_name.clone());
+                match value {
+                    Some(v) => {
+                        self.other_configs
+                            .entry(key)
+                            .or_default()
+                            .insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        if let Some(map) = self.other_configs.get_mut(&key) {
+                            map.remove(name);
+                            if map.is_empty() {
+                                self.other_configs.remove(&key);
+                            }
+                        }
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic { id } => {
+                let name = self
+                    .topics_by_id
+                    .remove(id)
+                    .ok_or_else(|| fail("unknown topic id".into()))?;
+                self.topics.remove(&name);
+            }
+            MetadataRecord::ProducerIds { next_block_start } => {
+                if *next_block_start < self.next_producer_id {
+                    return Err(fail(format!(
+                        "producer ids would go back from {} to {next_block_start}",
+                        self.next_producer_id
+                    )));
+                }
+                self.next_producer_id = *next_block_start;
+            }
+        }
+        self.applied += 1;
+        Ok(())
+    }
+
+    fn topic_by_id_mut(&mut self, id: uuid::Uuid) -> Option<&mut TopicImage> {
+        let name = self.topics_by_id.get(&id)?;
+        self.topics.get_mut(name).map(Arc::make_mut)
+    }
+
+    /// Partitions placed on shards that do not exist (the shard count went down since
+    /// they were placed), moved to their default shard under the current count.
+    pub fn replacement_records(&self) -> Vec<MetadataRecord> {
+        let shards = self.settings.shard_count;
+        let mut out = Vec::new();
+        for topic in self.topics.values() {
+            for p in &topic.partitions {
+                if p.shard >= shards {
+                    out.push(MetadataRecord::Partition {
+                        topic_id: topic.id,
+                        partition: p.partition,
+                        leader: p.leader,
+                        leader_epoch: p.leader_epoch,
+                        shard: default_shard(&topic.name, p.partition, shards) as u32,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Turns an admin request into a plan; changes nothing. `new_topic_id` supplies the
+    /// ids of created topics (random in production, fixed in tests).
+    pub fn plan(
+        &self,
+        request: &AdminRequest,
+        new_topic_id: &mut dyn FnMut() -> uuid::Uuid,
+    ) -> Plan {
+        match request {
+            AdminRequest::CreateTopics {
+                topics,
+                validate_only,
+            } => self.plan_create_topics(topics, *validate_only, new_topic_id),
+            AdminRequest::DeleteTopics { names } => self.plan_delete_topics(names),
+            AdminRequest::CreatePartitions {
+                topics,
+                validate_only,
+            } => self.plan_create_partitions(topics, *validate_only),
+            AdminRequest::AlterTopicConfigs {
+                topic,
+                configs,
+                incremental,
+                validate_only,
+            } => self.plan_alter_configs(topic, configs, *incremental, *validate_only),
+            AdminRequest::AllocateProducerIds { count } => self.plan_producer_ids(*count),
+        }
+    }
+
+    fn new_topic_id(&self, new_topic_id: &mut dyn FnMut() -> uuid::Uuid) -> uuid::Uuid {
+        // Kafka never uses the zero uuid (it means "no id") and ids must be unique.
+        loop {
+            let id = new_topic_id();
+            if !id.is_nil() && !self.topics_by_id.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn plan_create_topics(
+        &self,
+        topics: &[NewTopic],
+        validate_only: bool,
+        new_topic_id: &mut dyn FnMut() -> uuid::Uuid,
+    ) -> Plan {
+        let duplicates = duplicates(topics.iter().map(|t| t.name.as_str()));
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(topics.len());
+        for (index, topic) in topics.iter().enumerate() {
+            let result = match self.validate_new_topic(topic, &duplicates) {
+                Err(result) => result,
+                Ok(_) if validate_only => AdminResult::ok(&topic.name),
+                Ok((partitions, configs)) => {
+                    let id = self.new_topic_id(new_topic_id);
+                    let log_config =
+                        effective_log_config(&self.settings.default_log_config, &configs);
+                    plan.records.push(MetadataRecord::Topic {
+                        name: topic.name.clone(),
+                        id,
+                    });
+                    for p in 0..partitions {
+                        let shard = default_shard(&topic.name, p, self.settings.shard_count);
+                        plan.records.push(MetadataRecord::Partition {
+                            topic_id: id,
+                            partition: p,
+                            leader: self.settings.node_id,
+                            leader_epoch: 0,
+                            shard: shard as u32,
+                        });
+                        plan.actions.push(PartitionAction::Open {
+                            result_index: index,
+                            tp: TopicPartition::new(topic.name.clone(), p),
+                            topic_id: id,
+                            config: log_config.clone(),
+                            shard,
+                        });
+                    }
+                    for (name, value) in configs {
+                        plan.records.push(MetadataRecord::Config {
+                            resource_type: ConfigResourceType::Topic,
+                            resource_name: topic.name.clone(),
+                            name,
+                            value: Some(value),
+                        });
+                    }
+                    AdminResult::ok(&topic.name)
+                }
+            };
+            results.push(result);
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    /// The partition count and explicit configs of a valid new topic, or its error.
+    fn validate_new_topic(
+        &self,
+        topic: &NewTopic,
+        duplicates: &BTreeSet<&str>,
+    ) -> Result<(i32, BTreeMap<String, String>), AdminResult> {
+        let name = &topic.name;
+        let fail =
+            |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
+        validate_topic_name(name).map_err(|m| fail(ResponseError::InvalidTopicException, m))?;
+        if duplicates.contains(name.as_str()) {
+            return Err(fail(
+                ResponseError::InvalidRequest,
+                format!("Duplicate topic name {name} in the request"),
+            ));
+        }
+        if self.topics.contains_key(name) {
+            return Err(fail(
+                ResponseError::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
+        }
+        let partitions = match topic.num_partitions {
+            -1 => self.settings.num_partitions,
+            n => n,
+        };
+        if partitions < 1 {
+            return Err(fail(
+                ResponseError::InvalidPartitions,
+                format!(
+                    "Number of partitions must be larger than 0, or -1 to use the default value, got {}",
+                    topic.num_partitions
+                ),
+            ));
+        }
+        if partitions > TOPIC_PARTITIONS_MAX {
+            return Err(fail(
+                ResponseError::InvalidPartitions,
+                format!("Number of partitions {partitions} exceeds the maximum of {TOPIC_PARTITIONS_MAX}"),
+            ));
+        }
+        if !matches!(topic.replication_factor, -1 | 1) {
+            return Err(fail(
+                ResponseError::InvalidReplicationFactor,
+                format!(
+                    "Replication factor must be 1 (or -1 for the default) on this single-node cluster, got {}",
+                    topic.replication_factor
+                ),
+            ));
+        }
+        let mut configs = BTreeMap::new();
+        let mut scratch = self.settings.default_log_config.clone();
+        for (key, value) in &topic.configs {
+            let Some(value) = value else {
+                return Err(fail(
+                    ResponseError::InvalidConfig,
+                    format!("Null value not supported for topic config `{key}`"),
+                ));
+            };
+            if is_mirror_config(key) {
+                return Err(fail(
+                    ResponseError::InvalidConfig,
+                    mirror_config_message(key),
+                ));
+            }
+            apply_topic_config(&mut scratch, key, value)
+                .map_err(|m| fail(ResponseError::InvalidConfig, m))?;
+            configs.insert(key.clone(), value.clone());
+        }
+        Ok((partitions, configs))
+    }
+
+    fn plan_delete_topics(&self, names: &[String]) -> Plan {
+        let duplicates = duplicates(names.iter().map(String::as_str));
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(names.len());
+        for (index, name) in names.iter().enumerate() {
+            let fail =
+                |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
+            let result = if duplicates.contains(name.as_str()) {
+                fail(
+                    ResponseError::InvalidRequest,
+                    format!("Duplicate topic name {name} in the request"),
+                )
+            } else if let Some(topic) = self.topics.get(name) {
+                if topic.internal {
+                    fail(
+                        ResponseError::InvalidTopicException,
+                        format!("Internal topic {name} cannot be deleted"),
+                    )
+                } else {
+                    plan.records
+                        .push(MetadataRecord::RemoveTopic { id: topic.id });
+                    for p in &topic.partitions {
+                        plan.actions.push(PartitionAction::Delete {
+                            result_index: index,
+                            tp: TopicPartition::new(name.clone(), p.partition),
+                            shard: p.shard,
+                        });
+                    }
+                    AdminResult::ok(name)
+                }
+            } else {
+                fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic {name} does not exist"),
+                )
+            };
+            results.push(result);
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    fn plan_create_partitions(&self, topics: &[(String, i32)], validate_only: bool) -> Plan {
+        let duplicates = duplicates(topics.iter().map(|(n, _)| n.as_str()));
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(topics.len());
+        for (index, (name, count)) in topics.iter().enumerate() {
+            let fail =
+                |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
+            let count = *count;
+            let result = if duplicates.contains(name.as_str()) {
+                fail(
+                    ResponseError::InvalidRequest,
+                    format!("Duplicate topic name {name} in the request"),
+                )
+            } else if let Some(topic) = self.topics.get(name) {
+                let current = topic.partitions.len() as i32;
+                if count == current {
+                    fail(
+                        ResponseError::InvalidPartitions,
+                        format!("Topic already has {current} partitions."),
+                    )
+                } else if count < current {
+                    fail(
+                        ResponseError::InvalidPartitions,
+                        format!(
+                            "Topic currently has {current} partitions, which is higher than the requested {count}."
+                        ),
+                    )
+                } else if count > TOPIC_PARTITIONS_MAX {
+                    fail(
+                        ResponseError::InvalidPartitions,
+                        format!("Number of partitions {count} exceeds the maximum of {TOPIC_PARTITIONS_MAX}"),
+                    )
+                } else {
+                    if !validate_only {
+                        for p in current..count {
+                            let shard = default_shard(name, p, self.settings.shard_count);
+                            plan.records.push(MetadataRecord::Partition {
+                                topic_id: topic.id,
+                                partition: p,
+                                leader: self.settings.node_id,
+                                leader_epoch: 0,
+                                shard: shard as u32,
+                            });
+                            plan.actions.push(PartitionAction::Open {
+                                result_index: index,
+                                tp: TopicPartition::new(name.clone(), p),
+                                topic_id: topic.id,
+                                config: topic.log_config.clone(),
+                                shard,
+                            });
+                        }
+                    }
+                    AdminResult::ok(name)
+                }
+            } else {
+                fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Topic {name} does not exist"),
+                )
+            };
+            results.push(result);
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    fn plan_alter_configs(
+        &self,
+        name: &str,
+        configs: &[(String, Option<String>)],
+        incremental: bool,
+        validate_only: bool,
+    ) -> Plan {
+        let fail = |e: ResponseError, msg: String| {
+            Plan::answer(AdminResponse::Results(vec![AdminResult::err(
+                name,
+                err_code(e),
+                msg,
+            )]))
+        };
+        let Some(topic) = self.topics.get(name) else {
+            return fail(
+                ResponseError::UnknownTopicOrPartition,
+                format!("Topic {name} does not exist"),
+            );
+        };
+        if let Some((key, _)) = configs.iter().find(|(k, _)| is_mirror_config(k)) {
+            return fail(ResponseError::InvalidConfig, mirror_config_message(key));
+        }
+        let mut target: BTreeMap<String, String> = if incremental {
+            topic.configs.clone()
+        } else {
+            // AlterConfigs replaces the explicit set; mirror configs are not the client's.
+            topic
+                .configs
+                .iter()
+                .filter(|(k, _)| is_mirror_config(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let mut scratch = self.settings.default_log_config.clone();
+        for (key, value) in configs {
+            match value {
+                Some(v) => {
+                    if let Err(m) = apply_topic_config(&mut scratch, key, v) {
+                        return fail(ResponseError::InvalidConfig, m);
+                    }
+                    target.insert(key.clone(), v.clone());
+                }
+                None => {
+                    if !incremental {
+                        // AlterConfigs with a null value: the key is simply not in the new set.
+                        continue;
+                    }
+                    if !dataplane::log::config::TOPIC_CONFIG_NAMES.contains(&key.as_str()) {
+                        return fail(
+                            ResponseError::InvalidConfig,
+                            format!("unknown topic config `{key}`"),
+                        );
+                    }
+                    target.remove(key);
+                }
+            }
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
+        if validate_only {
+            return plan;
+        }
+        let record = |key: &str, value: Option<String>| MetadataRecord::Config {
+            resource_type: ConfigResourceType::Topic,
+            resource_name: name.to_string(),
+            name: key.to_string(),
+            value,
+        };
+        for key in topic.configs.keys() {
+            if !target.contains_key(key) {
+                plan.records.push(record(key, None));
+            }
+        }
+        for (key, value) in &target {
+            if topic.configs.get(key) != Some(value) {
+                plan.records.push(record(key, Some(value.clone())));
+            }
+        }
+        if plan.records.is_empty() {
+            return plan;
+        }
+        let config = effective_log_config(&self.settings.default_log_config, &target);
+        for p in &topic.partitions {
+            plan.actions.push(PartitionAction::UpdateConfig {
+                result_index: 0,
+                tp: TopicPartition::new(name, p.partition),
+                config: config.clone(),
+                shard: p.shard,
+            });
+        }
+        plan
+    }
+
+    fn plan_producer_ids(&self, count: i64) -> Plan {
+        if !(1..=PRODUCER_ID_BLOCK_MAX).contains(&count) {
+            return Plan::answer(AdminResponse::Failed {
+                error_code: err_code(ResponseError::InvalidRequest),
+                message: format!(
+                    "producer id block size must be in 1..={PRODUCER_ID_BLOCK_MAX}, got {count}"
+                ),
+            });
+        }
+        let first = self.next_producer_id;
+        let Some(next_block_start) = first.checked_add(count) else {
+            return Plan::answer(AdminResponse::Failed {
+                error_code: err_code(ResponseError::UnknownServerError),
+                message: "producer ids are exhausted".to_string(),
+            });
+        };
+        Plan {
+            records: vec![MetadataRecord::ProducerIds { next_block_start }],
+            actions: Vec::new(),
+            response: AdminResponse::ProducerIds { first, count },
+        }
+    }
+}
+
+fn mirror_config_message(key: &str) -> String {
+    format!("{key} can only be changed by the mirror RPCs")
+}
+
+/// Names that occur more than once.
+fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
+    let mut seen = BTreeSet::new();
+    let mut dups = BTreeSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            dups.insert(n);
+        }
+    }
+    dups
+}

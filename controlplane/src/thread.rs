@@ -1,0 +1,182 @@
+//! The controller's thread: admin requests from every shard queue up on one bounded
+//! channel and are applied one at a time on a plain OS thread (never a shard), so the
+//! metadata log's blocking writes and fsyncs never stall the data plane.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
+use dataplane::metadata::MetadataCell;
+use dataplane::shard::ShardRouter;
+use futures::channel::oneshot;
+use kafka_protocol::ResponseError;
+
+use crate::controller::{Controller, ControllerConfig, ControllerError, PartitionOps};
+
+type Envelope = (AdminRequest, oneshot::Sender<AdminResponse>);
+
+/// The data plane's way in: a [`ControllerHandle`] that queues requests for the
+/// controller thread. It never blocks: a full or closed queue is answered at once.
+#[derive(Debug, Clone)]
+pub struct ControllerClient {
+    sender: async_channel::Sender<Envelope>,
+}
+
+impl ControllerHandle for ControllerClient {
+    fn submit(&self, request: AdminRequest) -> oneshot::Receiver<AdminResponse> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(e) = self.sender.try_send((request, tx)) {
+            let (error_code, message) = match &e {
+                async_channel::TrySendError::Full(_) => (
+                    ResponseError::RequestTimedOut.code(),
+                    "the controller queue is full".to_string(),
+                ),
+                async_channel::TrySendError::Closed(_) => (
+                    ResponseError::BrokerNotAvailable.code(),
+                    "the controller is shutting down".to_string(),
+                ),
+            };
+            let (_, tx) = e.into_inner();
+            let _ = tx.send(AdminResponse::Failed {
+                error_code,
+                message,
+            });
+        }
+        rx
+    }
+}
+
+/// The running controller thread.
+#[derive(Debug)]
+pub struct ControllerThread {
+    sender: async_channel::Sender<Envelope>,
+    join: JoinHandle<()>,
+}
+
+impl ControllerThread {
+    /// Stops taking requests, lets the thread answer those already queued, and waits
+    /// for it to finish.
+    pub fn shutdown(self) -> Result<(), ControllerError> {
+        self.sender.close();
+        self.join.join().map_err(|_| ControllerError::Panicked)
+    }
+}
+
+/// Opens the metadata log, replays it and publishes the image to `metadata` before
+/// returning (so shards start from the committed state), then starts the controller
+/// thread. Partition logs of new topics are created on the shards of `router`.
+pub fn spawn_controller(
+    config: &ControllerConfig,
+    metadata: Arc<MetadataCell>,
+    router: ShardRouter,
+) -> Result<(Arc<dyn ControllerHandle>, ControllerThread), ControllerError> {
+    let (client, thread) = spawn_controller_with(config, metadata, router)?;
+    Ok((Arc::new(client), thread))
+}
+
+/// [`spawn_controller`] with any [`PartitionOps`] (tests run it without shards).
+pub fn spawn_controller_with<P: PartitionOps + 'static>(
+    config: &ControllerConfig,
+    metadata: Arc<MetadataCell>,
+    ops: P,
+) -> Result<(ControllerClient, ControllerThread), ControllerError> {
+    let controller = Controller::open(config, metadata, ops)?;
+    let (sender, receiver) = async_channel::bounded::<Envelope>(config.queue_max.max(1));
+    let join = std::thread::Builder::new()
+        .name("twinlog-controller".to_string())
+        .spawn(move || run(controller, receiver))
+        .map_err(ControllerError::Spawn)?;
+    Ok((
+        ControllerClient {
+            sender: sender.clone(),
+        },
+        ControllerThread { sender, join },
+    ))
+}
+
+fn run<P: PartitionOps>(
+    mut controller: Controller<P>,
+    receiver: async_channel::Receiver<Envelope>,
+) {
+    while let Ok((request, reply)) = receiver.recv_blocking() {
+        let response = controller.handle(&request);
+        // The asker may have gone away (connection closed); nothing to do then.
+        let _ = reply.send(response);
+    }
+    tracing::info!("controller stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use dataplane::controller::NewTopic;
+    use dataplane::log::LogConfig;
+    use dataplane::metadata::MetadataImage;
+
+    use super::*;
+    use crate::state::PartitionAction;
+
+    #[derive(Debug, Default)]
+    struct CountingOps(Arc<AtomicUsize>);
+
+    impl PartitionOps for CountingOps {
+        fn shard_count(&self) -> usize {
+            2
+        }
+
+        fn execute(&self, actions: &[PartitionAction]) -> Vec<Result<(), String>> {
+            self.0.fetch_add(actions.len(), Ordering::SeqCst);
+            actions.iter().map(|_| Ok(())).collect()
+        }
+    }
+
+    #[test]
+    fn requests_are_answered_and_shutdown_closes_the_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = ControllerConfig {
+            data_dir: dir.path().to_path_buf(),
+            node_id: 0,
+            advertised: "127.0.0.1:9092".parse().expect("addr"),
+            default_log_config: LogConfig::default(),
+            num_partitions: 1,
+            queue_max: 4,
+        };
+        let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
+            String::new(),
+            0,
+            config.advertised,
+        )));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let (client, thread) =
+            spawn_controller_with(&config, Arc::clone(&cell), CountingOps(Arc::clone(&opened)))
+                .expect("spawn");
+        // Published before the thread serves anything.
+        assert_eq!(cell.load().cluster_id.len(), 22);
+        let handle: Arc<dyn ControllerHandle> = Arc::new(client);
+        let rx = handle.submit(AdminRequest::CreateTopics {
+            topics: vec![NewTopic {
+                name: "t".into(),
+                num_partitions: 3,
+                replication_factor: 1,
+                configs: vec![],
+            }],
+            validate_only: false,
+        });
+        let response = futures::executor::block_on(rx).expect("answer");
+        assert_eq!(
+            response,
+            AdminResponse::Results(vec![dataplane::controller::AdminResult::ok("t")])
+        );
+        assert_eq!(opened.load(Ordering::SeqCst), 3);
+        assert_eq!(cell.load().topic("t").expect("t").partitions.len(), 3);
+        thread.shutdown().expect("shutdown");
+        let rx = handle.submit(AdminRequest::AllocateProducerIds { count: 1 });
+        match futures::executor::block_on(rx).expect("answer") {
+            AdminResponse::Failed { error_code, .. } => {
+                assert_eq!(error_code, ResponseError::BrokerNotAvailable.code())
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Shared pieces of the admin handlers (CreateTopics, DeleteTopics, CreatePartitions,
+//! AlterConfigs, DescribeConfigs): forwarding to the controller and lining its answers up
+//! with the request, duplicate detection, and the config sources DescribeConfigs and
+//! CreateTopics report.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kafka_protocol::ResponseError;
+
+use crate::controller::{AdminRequest, AdminResponse, AdminResult};
+use crate::log::config::describe_topic_config;
+use crate::log::LogConfig;
+use crate::shard::ShardCtx;
+
+/// Kafka's `ConfigSource` values (DescribeConfigs v1+, CreateTopics v5+).
+pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+pub const STATIC_BROKER_CONFIG: i8 = 4;
+pub const DEFAULT_CONFIG: i8 = 5;
+
+/// Kafka's `ConfigType` values (DescribeConfigs v3+).
+pub const TYPE_BOOLEAN: i8 = 1;
+pub const TYPE_STRING: i8 = 2;
+pub const TYPE_INT: i8 = 3;
+pub const TYPE_LONG: i8 = 5;
+pub const TYPE_LIST: i8 = 7;
+
+/// Kafka's resource types in the config APIs.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// Submits one admin request and returns exactly one result per name in `names`, in
+/// order. A whole-request failure, a dropped channel or an answer of the wrong shape
+/// becomes the same error for every name, so callers never index out of bounds on a
+/// controller bug.
+pub async fn submit(ctx: &ShardCtx, request: AdminRequest, names: &[String]) -> Vec<AdminResult> {
+    let all = |code: i16, message: &str| {
+        names
+            .iter()
+            .map(|n| AdminResult::err(n.as_str(), code, message))
+            .collect()
+    };
+    if names.is_empty() {
+        return Vec::new();
+    }
+    match ctx.controller.submit(request).await {
+        Ok(AdminResponse::Results(results)) if results.len() == names.len() => results
+            .into_iter()
+            .zip(names)
+            .map(|(mut r, name)| {
+                // The controller answers in request order; the name is ours, not its.
+                r.name.clone_from(name);
+                r
+            })
+            .collect(),
+        Ok(AdminResponse::Failed {
+            error_code,
+            message,
+        }) => all(error_code, &message),
+        Ok(other) => {
+            tracing::error!(?other, expected = names.len(), "controller answer of the wrong shape");
+            all(
+                ResponseError::UnknownServerError.code(),
+                "unexpected controller answer",
+            )
+        }
+        Err(_) => {
+            // The controller went away (shutdown): a retriable error.
+            all(
+                ResponseError::NotController.code(),
+                "the controller is not available",
+            )
+        }
+    }
+}
+
+/// The names that occur more than once.
+pub fn duplicates<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut dup = BTreeSet::new();
+    for n in names {
+        if !seen.insert(n) {
+            dup.insert(n.to_string());
+        }
+    }
+    dup
+}
+
+/// The value Kafka itself would use for a topic config when neither the topic nor the
+/// broker sets it.
+pub fn kafka_default_topic_value(name: &str) -> Option<String> {
+    describe_topic_config(&LogConfig::default())
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// Where a topic config's value comes from: set on the topic (`explicit`), set in the
+/// broker's config file (the value differs from Kafka's default), or Kafka's default.
+pub fn topic_config_source(
+    name: &str,
+    value: &str,
+    explicit: &BTreeMap<String, String>,
+    kafka_default: Option<&str>,
+) -> i8 {
+    if explicit.contains_key(name) {
+        DYNAMIC_TOPIC_CONFIG
+    } else if kafka_default.is_some_and(|d| d != value) {
+        STATIC_BROKER_CONFIG
+    } else {
+        DEFAULT_CONFIG
+    }
+}
+
+/// Every topic config with its value and source, in name order.
+pub fn topic_configs_with_source(
+    log_config: &LogConfig,
+    explicit: &BTreeMap<String, String>,
+) -> Vec<(&'static str, String, i8)> {
+    let defaults = describe_topic_config(&LogConfig::default());
+    describe_topic_config(log_config)
+        .into_iter()
+        .map(|(name, value)| {
+            let kafka_default = defaults
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str());
+            let source = topic_config_source(name, &value, explicit, kafka_default);
+            (name, value, source)
+        })
+        .collect()
+}
+
+/// The `ConfigType` of a topic config (or a broker config named after one).
+pub fn topic_config_type(name: &str) -> i8 {
+    match name {
+        "cleanup.policy" | "log.cleanup.policy" => TYPE_LIST,
+        "compression.type" | "message.timestamp.type" | "log.message.timestamp.type" => {
+            TYPE_STRING
+        }
+        "index.interval.bytes"
+        | "log.index.interval.bytes"
+        | "max.message.bytes"
+        | "message.max.bytes"
+        | "min.insync.replicas"
+        | "segment.bytes"
+        | "log.segment.bytes" => TYPE_INT,
+        "flush.messages"
+        | "log.flush.interval.messages"
+        | "flush.ms"
+        | "log.flush.interval.ms"
+        | "retention.bytes"
+        | "log.retention.bytes"
+        | "retention.ms"
+        | "log.retention.ms"
+        | "segment.ms"
+        | "log.roll.ms" => TYPE_LONG,
+        _ => TYPE_STRING,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_are_reported_once() {
+        let d = duplicates(["a", "b", "a", "c", "a", "b"]);
+        assert_eq!(
+            d.into_iter().collect::<Vec<_>>(),
+            vec!["a".to_string(), "b".to_string()]
+        );
+        assert!(duplicates(["x", "y"]).is_empty());
+    }
+
+    #[test]
+    fn config_source_decision() {
+        let mut explicit = BTreeMap::new();
+        explicit.insert("retention.ms".to_string(), "1000".to_string());
+        assert_eq!(
+            topic_config_source("retention.ms", "1000", &explicit, Some("604800000")),
+            DYNAMIC_TOPIC_CONFIG
+        );
+        // Set explicitly to Kafka's default value: still the topic's own setting.
+        explicit.insert("segment.bytes".to_string(), "1073741824".to_string());
+        assert_eq!(
+            topic_config_source("segment.bytes", "1073741824", &explicit, Some("1073741824")),
+            DYNAMIC_TOPIC_CONFIG
+        );
+        assert_eq!(
+            topic_config_source("segment.ms", "1000", &explicit, Some("604800000")),
+            STATIC_BROKER_CONFIG
+        );
+        assert_eq!(
+            topic_config_source("segment.ms", "604800000", &explicit, Some("604800000")),
+            DEFAULT_CONFIG
+        );
+        assert_eq!(
+            topic_config_source("unknown", "x", &explicit, None),
+            DEFAULT_CONFIG
+        );
+    }
+
+    #[test]
+    fn configs_with_source_cover_every_topic_config() {
+        let mut log = LogConfig::default();
+        log.retention_ms = 5;
+        log.segment_bytes = 1 << 20;
+        let mut explicit = BTreeMap::new();
+        explicit.insert("retention.ms".to_string(), "5".to_string());
+        let all = topic_configs_with_source(&log, &explicit);
+        assert_eq!(all.len(), crate::log::config::TOPIC_CONFIG_NAMES.len());
+        let source = |n: &str| all.iter().find(|(k, _, _)| *k == n).map(|(_, _, s)| *s);
+        assert_eq!(source("retention.ms"), Some(DYNAMIC_TOPIC_CONFIG));
+        assert_eq!(source("segment.bytes"), Some(STATIC_BROKER_CONFIG));
+        assert_eq!(source("cleanup.policy"), Some(DEFAULT_CONFIG));
+        assert_eq!(
+            kafka_default_topic_value("max.message.bytes").as_deref(),
+            Some("1048588")
+        );
+    }
+}

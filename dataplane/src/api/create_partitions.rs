@@ -1,0 +1,129 @@
+//! CreatePartitions (37). Topics go to the controller as one
+//! `AdminRequest::CreatePartitions`. Manual assignments are accepted when they place each
+//! new partition on this node alone, which is what a single node does anyway; anything
+//! else is INVALID_REPLICA_ASSIGNMENT, as Kafka answers for brokers it does not have.
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::ResponseError;
+
+use crate::api::{admin, str_bytes, topic_name};
+use crate::controller::{AdminRequest, AdminResult};
+use crate::shard::ShardCtx;
+
+/// Checks manual assignments (one broker list per new partition). `current`: the
+/// topic's partition count in the image, when known; the controller rejects unknown
+/// topics and counts that do not grow.
+fn check_assignments(
+    count: i32,
+    current: Option<i32>,
+    assignments: Option<&[Vec<i32>]>,
+    node_id: i32,
+) -> Result<(), String> {
+    // An empty list is what some clients send for "no assignment".
+    let Some(assignments) = assignments.filter(|a| !a.is_empty()) else {
+        return Ok(());
+    };
+    if let Some(current) = current {
+        let added = i64::from(count) - i64::from(current);
+        if added > 0 && added != assignments.len() as i64 {
+            return Err(format!(
+                "Increasing the number of partitions by {added} but {} assignments provided.",
+                assignments.len()
+            ));
+        }
+    }
+    match assignments.iter().find(|b| b.as_slice() != [node_id]) {
+        Some(brokers) => Err(format!(
+            "Replica assignment {brokers:?} is not [{node_id}], the only broker of this cluster"
+        )),
+        None => Ok(()),
+    }
+}
+
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    request: CreatePartitionsRequest,
+    _version: i16,
+) -> CreatePartitionsResponse {
+    let image = ctx.metadata.load();
+    // (name, answer already known).
+    let mut order: Vec<(String, Option<AdminResult>)> = Vec::with_capacity(request.topics.len());
+    let mut forward: Vec<(String, i32)> = Vec::new();
+    for t in request.topics {
+        let name = t.name.0.to_string();
+        let current = image
+            .topic(&name)
+            .map(|ti| i32::try_from(ti.partitions.len()).unwrap_or(i32::MAX));
+        let assignments: Option<Vec<Vec<i32>>> = t.assignments.map(|a| {
+            a.into_iter()
+                .map(|x| x.broker_ids.into_iter().map(|b| b.0).collect())
+                .collect()
+        });
+        match check_assignments(t.count, current, assignments.as_deref(), image.node_id) {
+            Ok(()) => {
+                forward.push((name.clone(), t.count));
+                order.push((name, None));
+            }
+            Err(message) => {
+                let r = AdminResult::err(
+                    name.as_str(),
+                    ResponseError::InvalidReplicaAssignment.code(),
+                    message,
+                );
+                order.push((name, Some(r)));
+            }
+        }
+    }
+    let names: Vec<String> = forward.iter().map(|(n, _)| n.clone()).collect();
+    let mut results = admin::submit(
+        ctx,
+        AdminRequest::CreatePartitions {
+            topics: forward,
+            validate_only: request.validate_only,
+        },
+        &names,
+    )
+    .await
+    .into_iter();
+    let topics = order
+        .into_iter()
+        .map(|(name, known)| {
+            let r = known.or_else(|| results.next()).unwrap_or_else(|| {
+                AdminResult::err(
+                    name.as_str(),
+                    ResponseError::UnknownServerError.code(),
+                    "no answer",
+                )
+            });
+            CreatePartitionsTopicResult::default()
+                .with_name(topic_name(&name))
+                .with_error_code(r.error_code)
+                .with_error_message(r.message.map(str_bytes))
+        })
+        .collect();
+    CreatePartitionsResponse::default().with_results(topics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn assignments_must_place_new_partitions_on_this_node() {
+        assert_eq!(check_assignments(4, Some(2), None, 0), Ok(()));
+        assert_eq!(check_assignments(4, Some(2), Some(&[]), 0), Ok(()));
+        assert_eq!(
+            check_assignments(4, Some(2), Some(&[vec![0], vec![0]]), 0),
+            Ok(())
+        );
+        assert!(check_assignments(4, Some(2), Some(&[vec![0]]), 0).is_err());
+        assert!(check_assignments(3, Some(2), Some(&[vec![1]]), 0).is_err());
+        assert!(check_assignments(3, Some(2), Some(&[vec![0, 0]]), 0).is_err());
+        // Unknown topic or a shrinking count: left to the controller's answer.
+        assert_eq!(check_assignments(3, None, Some(&[vec![0]]), 0), Ok(()));
+        assert_eq!(check_assignments(1, Some(2), Some(&[vec![0]]), 0), Ok(()));
+    }
+}

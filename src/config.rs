@@ -1,0 +1,1354 @@
+//! Broker configuration: the TOML file `twinlog serve --config` reads, with Kafka's broker
+//! config names, plus the topic-level config names that CreateTopics, AlterConfigs and
+//! DescribeConfigs speak.
+//!
+//! Keys are Kafka's dotted names. TOML turns a bare dotted key (`num.partitions = 8`) into
+//! nested tables and keeps a quoted one (`"num.partitions" = 8`) whole, so the file is
+//! flattened into dotted names before any key is checked; both spellings mean the same
+//! thing, and giving one key both ways is an error rather than a silent pick.
+//!
+//! Every key is checked: an unknown key is an error naming it, because a misspelt
+//! retention setting that is silently ignored deletes data on someone else's schedule.
+//! Values may be TOML integers and booleans or, as Kafka users write them in
+//! `server.properties`, strings holding them (`"1073741824"`, `"true"`).
+//!
+//! This runs once, on the main thread, before any shard starts, so it uses `std::fs`.
+#![allow(dead_code)] // Until `serve` is wired to it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+use dataplane::log::LogConfig;
+
+/// Kafka's default listener port.
+pub const DEFAULT_PORT: u16 = 9092;
+/// io_uring memory per shard. glommio registers it in three rings, so 3 x 512 KiB x
+/// shards stays under the 8 MiB memlock cap of unprivileged users on small hosts.
+pub const DEFAULT_IO_MEMORY_BYTES: usize = 512 << 10;
+/// Requests a connection may have in flight before its shard stops reading from it.
+pub const DEFAULT_IN_FLIGHT_REQUESTS_MAX: usize = 64;
+/// `SO_RCVBUF` / `SO_SNDBUF` for client sockets.
+pub const DEFAULT_SOCKET_BUFFER_BYTES: usize = 64 << 10;
+
+const MS_PER_MINUTE: i64 = 60 * 1000;
+const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
+/// Kafka's `log.roll.hours` and `log.retention.hours` default: one week.
+const DEFAULT_WEEK_HOURS: i64 = 168;
+
+/// Why a configuration was rejected. Every variant names the offending key (or file), so
+/// the message alone tells the operator what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid TOML in {}: {message}", origin(.path.as_deref()))]
+    Syntax {
+        /// `None` when the text did not come from a file.
+        path: Option<PathBuf>,
+        message: String,
+    },
+    #[error("unknown config key `{key}`")]
+    UnknownKey { key: String },
+    #[error("config key `{key}` is given twice (once quoted, once as dotted tables)")]
+    DuplicateKey { key: String },
+    #[error("config key `{key}` is required")]
+    MissingKey { key: String },
+    #[error("config key `{key}`: expected {expected}, got {value:?}")]
+    BadValue {
+        key: String,
+        /// The value as written (a TOML string without its quotes, anything else as TOML).
+        value: String,
+        expected: &'static str,
+    },
+}
+
+fn origin(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None => "config text".to_owned(),
+    }
+}
+
+/// The broker's settings. Defaults are Kafka's, except where a single-node, single-dir
+/// broker differs (noted per field).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// `listeners`: where the Kafka listener binds. One PLAINTEXT listener.
+    pub listen: SocketAddr,
+    /// `advertised.listeners`: the address put in Metadata responses; `None` means
+    /// `listen`.
+    pub advertised_listen: Option<SocketAddr>,
+    /// `log.dirs` (or `log.dir`): the one directory holding every partition log.
+    pub data_dir: PathBuf,
+    /// `num.partitions`: partitions of an auto-created topic or a CreateTopics request
+    /// that leaves the count to the broker.
+    pub num_partitions: i32,
+    /// `default.replication.factor`: always 1, since a single node has no other replica.
+    pub default_replication_factor: i16,
+    /// `auto.create.topics.enable`: create a topic on Metadata for an unknown name.
+    pub auto_create_topics_enable: bool,
+    /// `socket.request.max.bytes`: the largest request frame read from a client.
+    pub socket_request_max_bytes: usize,
+    /// `message.max.bytes`: the largest record batch accepted; also the default of the
+    /// topic config `max.message.bytes` (`log.max_message_bytes`).
+    pub message_max_bytes: usize,
+    /// `log.retention.check.interval.ms`: how often each shard runs retention.
+    pub log_retention_check_interval_ms: u64,
+    /// The `log.*` broker keys: the defaults of every topic's `LogConfig`.
+    pub log: LogConfig,
+    /// `[[shard]]` tables. Empty until `resolve_shards` when the file has none, then one
+    /// per available core.
+    pub shards: Vec<ShardConfig>,
+}
+
+/// One data-plane shard (a glommio executor pinned to `core`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// `core`: the CPU this shard's executor is pinned to.
+    pub core: usize,
+    /// `io.memory.bytes`: io_uring memory registered by the executor (in three rings).
+    pub io_memory_bytes: usize,
+    /// `in.flight.requests.max`: requests per connection in flight before reads pause.
+    pub in_flight_requests_max: usize,
+    /// `socket.receive.buffer.bytes`: `SO_RCVBUF` of client sockets.
+    pub receive_buffer_bytes: usize,
+    /// `socket.send.buffer.bytes`: `SO_SNDBUF` of client sockets.
+    pub send_buffer_bytes: usize,
+}
+
+impl ShardConfig {
+    /// A shard on `core` with default settings.
+    pub fn on_core(core: usize) -> Self {
+        ShardConfig {
+            core,
+            io_memory_bytes: DEFAULT_IO_MEMORY_BYTES,
+            in_flight_requests_max: DEFAULT_IN_FLIGHT_REQUESTS_MAX,
+            receive_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+            send_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+        }
+    }
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        let log = LogConfig {
+            segment_ms: DEFAULT_WEEK_HOURS * MS_PER_HOUR,
+            retention_ms: DEFAULT_WEEK_HOURS * MS_PER_HOUR,
+            ..LogConfig::default()
+        };
+        BrokerConfig {
+            node_id: 0,
+            listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
+            advertised_listen: None,
+            data_dir: PathBuf::from("./data"),
+            num_partitions: 1,
+            default_replication_factor: 1,
+            auto_create_topics_enable: true,
+            socket_request_max_bytes: 104_857_600,
+            message_max_bytes: log.max_message_bytes,
+            log_retention_check_interval_ms: 300_000,
+            log,
+            shards: Vec::new(),
+        }
+    }
+}
+
+/// Broker-level keys accepted at the top level of the file (`[[shard]]` aside).
+pub const BROKER_CONFIG_NAMES: &[&str] = &[
+    "node.id",
+    "listeners",
+    "advertised.listeners",
+    "log.dirs",
+    "log.dir",
+    "num.partitions",
+    "default.replication.factor",
+    "auto.create.topics.enable",
+    "socket.request.max.bytes",
+    "message.max.bytes",
+    "log.retention.check.interval.ms",
+    "log.segment.bytes",
+    "log.roll.ms",
+    "log.roll.hours",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+    "log.index.interval.bytes",
+    "log.flush.interval.messages",
+    "log.flush.interval.ms",
+    "producer.id.expiration.ms",
+];
+
+/// Keys accepted inside a `[[shard]]` table.
+pub const SHARD_CONFIG_NAMES: &[&str] = &[
+    "core",
+    "io.memory.bytes",
+    "in.flight.requests.max",
+    "socket.receive.buffer.bytes",
+    "socket.send.buffer.bytes",
+];
+
+impl BrokerConfig {
+    /// Reads and parses the config file at `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, Some(path))
+    }
+
+    /// Parses config text; keys not in the text keep their defaults.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        Self::parse(text, None)
+    }
+
+    fn parse(text: &str, path: Option<&Path>) -> Result<Self, ConfigError> {
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| ConfigError::Syntax {
+                    path: path.map(Path::to_owned),
+                    message: e.to_string().trim_end().to_owned(),
+                })?;
+        let mut keys = BTreeMap::new();
+        let mut shard_tables = None;
+        for (key, value) in table {
+            if key == "shard" {
+                shard_tables = Some(value);
+            } else {
+                flatten(key, value, &mut keys)?;
+            }
+        }
+        if let Some(key) = keys.keys().find(|k| k.starts_with("shard.")) {
+            // A quoted `"shard.core"` at the top level: the author meant a [[shard]].
+            return Err(not_shard_array(key, &keys[key]));
+        }
+        if let Some(key) = keys
+            .keys()
+            .find(|k| !BROKER_CONFIG_NAMES.contains(&k.as_str()))
+        {
+            return Err(ConfigError::UnknownKey { key: key.clone() });
+        }
+        let mut config = BrokerConfig::default();
+        config.apply_broker_keys(&keys)?;
+        if let Some(value) = shard_tables {
+            config.shards = parse_shards(value)?;
+            check_distinct_cores(&config.shards)?;
+        }
+        Ok(config)
+    }
+
+    fn apply_broker_keys(
+        &mut self,
+        keys: &BTreeMap<String, toml::Value>,
+    ) -> Result<(), ConfigError> {
+        let get = |name: &str| {
+            keys.get_key_value(name)
+                .map(|(k, v)| (k.as_str(), Scalar::from_toml(v)))
+        };
+
+        if let Some((k, v)) = get("node.id") {
+            self.node_id = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("listeners") {
+            self.listen = parse_listener(k, &v.string(k, LISTENER_EXPECTED)?)?;
+        }
+        if let Some((k, v)) = get("advertised.listeners") {
+            let addr = parse_listener(k, &v.string(k, LISTENER_EXPECTED)?)?;
+            if addr.ip().is_unspecified() || addr.port() == 0 {
+                return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
+            }
+            self.advertised_listen = Some(addr);
+        }
+        // Kafka: `log.dirs` wins over `log.dir`.
+        for name in ["log.dir", "log.dirs"] {
+            if let Some(v) = keys.get(name) {
+                self.data_dir = parse_data_dir(name, v)?;
+            }
+        }
+        if let Some((k, v)) = get("num.partitions") {
+            self.num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("default.replication.factor") {
+            let rule = IntRule {
+                min: 1,
+                max: 1,
+                expected: "1 (a single-node broker keeps exactly one replica)",
+            };
+            self.default_replication_factor = int_in(k, &v, rule)? as i16;
+        }
+        if let Some((k, v)) = get("auto.create.topics.enable") {
+            self.auto_create_topics_enable = v.boolean(k)?;
+        }
+        if let Some((k, v)) = get("socket.request.max.bytes") {
+            self.socket_request_max_bytes = to_usize(k, int_in(k, &v, POSITIVE_I32)?)?;
+        }
+        if let Some((k, v)) = get("message.max.bytes") {
+            LogField::MaxMessageBytes.apply(&mut self.log, k, &v)?;
+            self.message_max_bytes = self.log.max_message_bytes;
+        }
+        if let Some((k, v)) = get("log.retention.check.interval.ms") {
+            self.log_retention_check_interval_ms = int_in(k, &v, POSITIVE_I64)? as u64;
+        }
+        if let Some((k, v)) = get("log.segment.bytes") {
+            LogField::SegmentBytes.apply(&mut self.log, k, &v)?;
+        }
+        // Kafka: `log.roll.ms` wins over `log.roll.hours`. Each unit given is still checked
+        // (weakest first, so the strongest is stored last): a bad value is never hidden
+        // by a winning one.
+        if let Some((k, v)) = get("log.roll.hours") {
+            self.log.segment_ms = int_in(k, &v, POSITIVE_I32)? * MS_PER_HOUR;
+        }
+        if let Some((k, v)) = get("log.roll.ms") {
+            LogField::SegmentMs.apply(&mut self.log, k, &v)?;
+        }
+        // Kafka: `log.retention.ms` wins over `.minutes`, which wins over `.hours`.
+        if let Some((k, v)) = get("log.retention.hours") {
+            self.log.retention_ms = unlimited_or_scaled(k, &v, MS_PER_HOUR)?;
+        }
+        if let Some((k, v)) = get("log.retention.minutes") {
+            self.log.retention_ms = unlimited_or_scaled(k, &v, MS_PER_MINUTE)?;
+        }
+        if let Some((k, v)) = get("log.retention.ms") {
+            LogField::RetentionMs.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("log.retention.bytes") {
+            LogField::RetentionBytes.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("log.index.interval.bytes") {
+            LogField::IndexIntervalBytes.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("log.flush.interval.messages") {
+            LogField::FlushMessages.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("log.flush.interval.ms") {
+            LogField::FlushMs.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("producer.id.expiration.ms") {
+            self.log.producer_id_expiration_ms = int_in(k, &v, POSITIVE_I32)?;
+        }
+        Ok(())
+    }
+
+    /// Command-line flags win over the file: a flag given replaces the file's value.
+    pub fn apply_overrides(&mut self, data_dir: Option<PathBuf>, listen: Option<SocketAddr>) {
+        if let Some(dir) = data_dir {
+            self.data_dir = dir;
+        }
+        if let Some(addr) = listen {
+            self.listen = addr;
+        }
+    }
+
+    /// Fills in one default shard per core `0..available_cores` when the file named no
+    /// `[[shard]]`, and checks that every shard's core exists and is used once.
+    pub fn resolve_shards(&mut self, available_cores: usize) -> Result<(), ConfigError> {
+        let available_cores = available_cores.max(1);
+        if self.shards.is_empty() {
+            self.shards = (0..available_cores).map(ShardConfig::on_core).collect();
+            return Ok(());
+        }
+        check_distinct_cores(&self.shards)?;
+        if let Some(shard) = self.shards.iter().find(|s| s.core >= available_cores) {
+            return Err(ConfigError::BadValue {
+                key: "shard.core".to_owned(),
+                value: shard.core.to_string(),
+                expected: "a core id below the number of available cores",
+            });
+        }
+        Ok(())
+    }
+
+    /// Bytes of locked memory the shards need (`RLIMIT_MEMLOCK`): glommio registers each
+    /// executor's io memory in three rings. Call after `resolve_shards`.
+    pub fn memlock_bytes_needed(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.io_memory_bytes)
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(3)
+    }
+
+    /// The address clients are told to connect to.
+    pub fn advertised(&self) -> SocketAddr {
+        self.advertised_listen.unwrap_or(self.listen)
+    }
+}
+
+/// The `LogConfig` fields settable both as a broker default (`log.*`) and per topic.
+#[derive(Debug, Clone, Copy)]
+enum LogField {
+    SegmentBytes,
+    SegmentMs,
+    RetentionMs,
+    RetentionBytes,
+    IndexIntervalBytes,
+    FlushMessages,
+    FlushMs,
+    MaxMessageBytes,
+}
+
+impl LogField {
+    fn from_topic_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "segment.bytes" => LogField::SegmentBytes,
+            "segment.ms" => LogField::SegmentMs,
+            "retention.ms" => LogField::RetentionMs,
+            "retention.bytes" => LogField::RetentionBytes,
+            "index.interval.bytes" => LogField::IndexIntervalBytes,
+            "flush.messages" => LogField::FlushMessages,
+            "flush.ms" => LogField::FlushMs,
+            "max.message.bytes" => LogField::MaxMessageBytes,
+            _ => return None,
+        })
+    }
+
+    /// Parses `value` for this field (errors name `key`) and stores it in `log`.
+    fn apply(self, log: &mut LogConfig, key: &str, value: &Scalar<'_>) -> Result<(), ConfigError> {
+        // Kafka's Long.MAX_VALUE means "never" for the flush settings.
+        let never_or = |v: i64| if v == i64::MAX { u64::MAX } else { v as u64 };
+        match self {
+            LogField::SegmentBytes => {
+                log.segment_bytes = int_in(key, value, POSITIVE_I32)? as u64;
+            }
+            LogField::SegmentMs => log.segment_ms = int_in(key, value, POSITIVE_I64)?,
+            LogField::RetentionMs => {
+                log.retention_ms = int_in(key, value, UNLIMITED_OR_NON_NEGATIVE)?;
+            }
+            LogField::RetentionBytes => {
+                log.retention_bytes = int_in(key, value, UNLIMITED_OR_NON_NEGATIVE)?;
+            }
+            LogField::IndexIntervalBytes => {
+                log.index_interval_bytes = int_in(key, value, NON_NEGATIVE_I32)? as u32;
+            }
+            LogField::FlushMessages => {
+                log.flush_messages = never_or(int_in(key, value, POSITIVE_I64)?);
+            }
+            LogField::FlushMs => log.flush_ms = never_or(int_in(key, value, NON_NEGATIVE_I64)?),
+            LogField::MaxMessageBytes => {
+                log.max_message_bytes = to_usize(key, int_in(key, value, POSITIVE_I32)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A config value before it is interpreted: a TOML value or a string from a request.
+#[derive(Debug)]
+enum Scalar<'a> {
+    Int(i64),
+    Bool(bool),
+    Str(&'a str),
+    /// Anything else (float, date, array, table), kept for the error message.
+    Other(String),
+}
+
+impl<'a> Scalar<'a> {
+    fn from_toml(v: &'a toml::Value) -> Self {
+        match v {
+            toml::Value::Integer(i) => Scalar::Int(*i),
+            toml::Value::Boolean(b) => Scalar::Bool(*b),
+            toml::Value::String(s) => Scalar::Str(s),
+            other => Scalar::Other(other.to_string()),
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            Scalar::Int(i) => i.to_string(),
+            Scalar::Bool(b) => b.to_string(),
+            Scalar::Str(s) => (*s).to_owned(),
+            Scalar::Other(s) => s.clone(),
+        }
+    }
+
+    fn string(&self, key: &str, expected: &'static str) -> Result<String, ConfigError> {
+        match self {
+            Scalar::Str(s) => Ok((*s).to_owned()),
+            _ => Err(bad_value(key, self, expected)),
+        }
+    }
+
+    fn boolean(&self, key: &str) -> Result<bool, ConfigError> {
+        match self {
+            Scalar::Bool(b) => Ok(*b),
+            Scalar::Str(s) if s.trim().eq_ignore_ascii_case("true") => Ok(true),
+            Scalar::Str(s) if s.trim().eq_ignore_ascii_case("false") => Ok(false),
+            _ => Err(bad_value(key, self, "true or false")),
+        }
+    }
+}
+
+/// An accepted integer range and how to describe it to the operator.
+#[derive(Debug, Clone, Copy)]
+struct IntRule {
+    min: i64,
+    max: i64,
+    expected: &'static str,
+}
+
+const POSITIVE: &str = "a positive integer";
+const NON_NEGATIVE: &str = "a non-negative integer";
+const POSITIVE_I32: IntRule = IntRule {
+    min: 1,
+    max: i32::MAX as i64,
+    expected: POSITIVE,
+};
+const POSITIVE_I64: IntRule = IntRule {
+    min: 1,
+    max: i64::MAX,
+    expected: POSITIVE,
+};
+const NON_NEGATIVE_I32: IntRule = IntRule {
+    min: 0,
+    max: i32::MAX as i64,
+    expected: NON_NEGATIVE,
+};
+const NON_NEGATIVE_I64: IntRule = IntRule {
+    min: 0,
+    max: i64::MAX,
+    expected: NON_NEGATIVE,
+};
+const UNLIMITED_OR_NON_NEGATIVE: IntRule = IntRule {
+    min: -1,
+    max: i64::MAX,
+    expected: "-1 (unlimited) or a non-negative integer",
+};
+
+/// An integer from a TOML integer or a numeric string, within `rule`.
+fn int_in(key: &str, value: &Scalar<'_>, rule: IntRule) -> Result<i64, ConfigError> {
+    let parsed = match value {
+        Scalar::Int(i) => Some(*i),
+        Scalar::Str(s) => s.trim().parse::<i64>().ok(),
+        _ => None,
+    };
+    match parsed {
+        Some(v) if (rule.min..=rule.max).contains(&v) => Ok(v),
+        // Kafka's INT configs: say why a large positive number is refused.
+        Some(v) if v > rule.max && rule.max == i64::from(i32::MAX) => Err(bad_value(
+            key,
+            value,
+            "an integer no larger than 2147483647",
+        )),
+        _ => Err(bad_value(key, value, rule.expected)),
+    }
+}
+
+/// `log.retention.minutes` / `.hours`: -1 stays unlimited, anything else becomes ms.
+fn unlimited_or_scaled(
+    key: &str,
+    value: &Scalar<'_>,
+    ms_per_unit: i64,
+) -> Result<i64, ConfigError> {
+    let rule = IntRule {
+        max: i32::MAX as i64,
+        ..UNLIMITED_OR_NON_NEGATIVE
+    };
+    match int_in(key, value, rule)? {
+        -1 => Ok(-1),
+        // At most i32::MAX hours: fits in i64 milliseconds.
+        v => Ok(v * ms_per_unit),
+    }
+}
+
+fn to_usize(key: &str, v: i64) -> Result<usize, ConfigError> {
+    usize::try_from(v).map_err(|_| ConfigError::BadValue {
+        key: key.to_owned(),
+        value: v.to_string(),
+        expected: "an integer that fits this machine's address space",
+    })
+}
+
+fn bad_value(key: &str, value: &Scalar<'_>, expected: &'static str) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_owned(),
+        value: value.shown(),
+        expected,
+    }
+}
+
+fn not_shard_array(key: &str, value: &toml::Value) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_owned(),
+        value: value.to_string(),
+        expected: "shard settings inside [[shard]] tables",
+    }
+}
+
+/// Flattens nested tables into dotted keys: `log = { dirs = "x" }`, which is what the
+/// bare key `log.dirs = "x"` parses to, becomes `log.dirs`. Arrays are leaves.
+fn flatten(
+    key: String,
+    value: toml::Value,
+    out: &mut BTreeMap<String, toml::Value>,
+) -> Result<(), ConfigError> {
+    match value {
+        toml::Value::Table(table) => {
+            for (sub, v) in table {
+                flatten(format!("{key}.{sub}"), v, out)?;
+            }
+            Ok(())
+        }
+        leaf => {
+            if out.contains_key(&key) {
+                return Err(ConfigError::DuplicateKey { key });
+            }
+            out.insert(key, leaf);
+            Ok(())
+        }
+    }
+}
+
+const LISTENER_EXPECTED: &str =
+    "one PLAINTEXT listener, host:port or PLAINTEXT://host:port, with an IP address or localhost as host";
+const ADVERTISED_EXPECTED: &str =
+    "an address clients can connect to (not a wildcard address, not port 0)";
+
+/// `listeners` / `advertised.listeners`: `PLAINTEXT://host:port` or `host:port`. An empty
+/// host means all interfaces, as in Kafka; `localhost` means 127.0.0.1; other host names
+/// are refused rather than resolved, so the bound address never depends on DNS.
+fn parse_listener(key: &str, raw: &str) -> Result<SocketAddr, ConfigError> {
+    let bad = || ConfigError::BadValue {
+        key: key.to_owned(),
+        value: raw.to_owned(),
+        expected: LISTENER_EXPECTED,
+    };
+    let text = raw.trim();
+    let addr = match text.split_once("://") {
+        Some((name, rest)) if name.eq_ignore_ascii_case("PLAINTEXT") => rest,
+        Some(_) => return Err(bad()),
+        None => text,
+    };
+    if let Ok(sa) = addr.parse::<SocketAddr>() {
+        return Ok(sa);
+    }
+    let (host, port) = addr.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    let ip = match host {
+        "" => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        h if h.eq_ignore_ascii_case("localhost") => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        _ => return Err(bad()),
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+const DATA_DIR_EXPECTED: &str = "one directory path (Twinlog keeps every partition in one log dir)";
+
+/// `log.dirs` / `log.dir`: a path string, a one-entry comma list, or a one-entry array.
+fn parse_data_dir(key: &str, value: &toml::Value) -> Result<PathBuf, ConfigError> {
+    let bad = || not_one_dir(key, value);
+    let text = match value {
+        toml::Value::String(s) => s.as_str(),
+        toml::Value::Array(items) => match items.as_slice() {
+            [toml::Value::String(s)] => s.as_str(),
+            _ => return Err(bad()),
+        },
+        _ => return Err(bad()),
+    };
+    let mut dirs = text.split(',').map(str::trim).filter(|d| !d.is_empty());
+    match (dirs.next(), dirs.next()) {
+        (Some(dir), None) => Ok(PathBuf::from(dir)),
+        _ => Err(bad()),
+    }
+}
+
+fn not_one_dir(key: &str, value: &toml::Value) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_owned(),
+        value: match value {
+            toml::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
+        expected: DATA_DIR_EXPECTED,
+    }
+}
+
+/// The `[[shard]]` array of tables.
+fn parse_shards(value: toml::Value) -> Result<Vec<ShardConfig>, ConfigError> {
+    let toml::Value::Array(items) = value else {
+        return Err(not_shard_array("shard", &value));
+    };
+    let mut shards = Vec::with_capacity(items.len());
+    for item in items {
+        let toml::Value::Table(table) = item else {
+            return Err(not_shard_array("shard", &item));
+        };
+        let mut keys = BTreeMap::new();
+        for (key, value) in table {
+            flatten(key, value, &mut keys)?;
+        }
+        shards.push(parse_shard(&keys)?);
+    }
+    Ok(shards)
+}
+
+fn parse_shard(keys: &BTreeMap<String, toml::Value>) -> Result<ShardConfig, ConfigError> {
+    if let Some(key) = keys
+        .keys()
+        .find(|k| !SHARD_CONFIG_NAMES.contains(&k.as_str()))
+    {
+        return Err(ConfigError::UnknownKey {
+            key: format!("shard.{key}"),
+        });
+    }
+    let get = |name: &str| {
+        keys.get(name)
+            .map(|v| (format!("shard.{name}"), Scalar::from_toml(v)))
+    };
+    let (k, v) = get("core").ok_or_else(|| ConfigError::MissingKey {
+        key: "shard.core".to_owned(),
+    })?;
+    let mut shard = ShardConfig::on_core(to_usize(&k, int_in(&k, &v, NON_NEGATIVE_I32)?)?);
+    if let Some((k, v)) = get("io.memory.bytes") {
+        shard.io_memory_bytes = to_usize(&k, int_in(&k, &v, POSITIVE_I64)?)?;
+    }
+    if let Some((k, v)) = get("in.flight.requests.max") {
+        shard.in_flight_requests_max = to_usize(&k, int_in(&k, &v, POSITIVE_I32)?)?;
+    }
+    if let Some((k, v)) = get("socket.receive.buffer.bytes") {
+        shard.receive_buffer_bytes = to_usize(&k, int_in(&k, &v, POSITIVE_I32)?)?;
+    }
+    if let Some((k, v)) = get("socket.send.buffer.bytes") {
+        shard.send_buffer_bytes = to_usize(&k, int_in(&k, &v, POSITIVE_I32)?)?;
+    }
+    Ok(shard)
+}
+
+fn check_distinct_cores(shards: &[ShardConfig]) -> Result<(), ConfigError> {
+    let mut seen = BTreeSet::new();
+    for shard in shards {
+        if !seen.insert(shard.core) {
+            return Err(ConfigError::BadValue {
+                key: "shard.core".to_owned(),
+                value: shard.core.to_string(),
+                expected: "a core not used by another [[shard]]",
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> BrokerConfig {
+        BrokerConfig::from_toml_str(text).expect("config parses")
+    }
+
+    fn parse_err(text: &str) -> ConfigError {
+        BrokerConfig::from_toml_str(text).expect_err("config is rejected")
+    }
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("test address")
+    }
+
+    #[test]
+    fn empty_file_gives_kafka_defaults() {
+        let c = parse("");
+        assert_eq!(c, BrokerConfig::default());
+        assert_eq!(c.node_id, 0);
+        assert_eq!(c.listen, addr("127.0.0.1:9092"));
+        assert_eq!(c.advertised_listen, None);
+        assert_eq!(c.advertised(), addr("127.0.0.1:9092"));
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+        assert_eq!(c.num_partitions, 1);
+        assert_eq!(c.default_replication_factor, 1);
+        assert!(c.auto_create_topics_enable);
+        assert_eq!(c.socket_request_max_bytes, 104_857_600);
+        assert_eq!(c.message_max_bytes, 1_048_588);
+        assert_eq!(c.log_retention_check_interval_ms, 300_000);
+        assert_eq!(c.log.segment_bytes, 1 << 30);
+        assert_eq!(c.log.segment_ms, 168 * 3_600_000);
+        assert_eq!(c.log.retention_ms, 168 * 3_600_000);
+        assert_eq!(c.log.retention_bytes, -1);
+        assert_eq!(c.log.index_interval_bytes, 4096);
+        assert_eq!(c.log.flush_messages, u64::MAX);
+        assert_eq!(c.log.flush_ms, u64::MAX);
+        assert_eq!(c.log.producer_id_expiration_ms, 86_400_000);
+        assert_eq!(c.log.max_message_bytes, 1_048_588);
+        assert!(c.shards.is_empty());
+        assert_eq!(c.log, LogConfig::default());
+    }
+
+    /// Every top-level key, quoted. Each value differs from its default.
+    const ALL_QUOTED: &str = r#"
+        "node.id" = 7
+        "listeners" = "PLAINTEXT://0.0.0.0:19092"
+        "advertised.listeners" = "PLAINTEXT://10.1.2.3:19092"
+        "log.dirs" = "/var/lib/twinlog"
+        "num.partitions" = 8
+        "default.replication.factor" = 1
+        "auto.create.topics.enable" = false
+        "socket.request.max.bytes" = 2000000
+        "message.max.bytes" = 500000
+        "log.retention.check.interval.ms" = 60000
+        "log.segment.bytes" = 1048576
+        "log.roll.ms" = 3600000
+        "log.retention.ms" = 7200000
+        "log.retention.bytes" = 1073741824
+        "log.index.interval.bytes" = 8192
+        "log.flush.interval.messages" = 10000
+        "log.flush.interval.ms" = 1000
+        "producer.id.expiration.ms" = 3600000
+    "#;
+
+    fn assert_all_keys_applied(c: &BrokerConfig) {
+        assert_eq!(c.node_id, 7);
+        assert_eq!(c.listen, addr("0.0.0.0:19092"));
+        assert_eq!(c.advertised_listen, Some(addr("10.1.2.3:19092")));
+        assert_eq!(c.advertised(), addr("10.1.2.3:19092"));
+        assert_eq!(c.data_dir, PathBuf::from("/var/lib/twinlog"));
+        assert_eq!(c.num_partitions, 8);
+        assert_eq!(c.default_replication_factor, 1);
+        assert!(!c.auto_create_topics_enable);
+        assert_eq!(c.socket_request_max_bytes, 2_000_000);
+        assert_eq!(c.message_max_bytes, 500_000);
+        assert_eq!(c.log_retention_check_interval_ms, 60_000);
+        assert_eq!(
+            c.log,
+            LogConfig {
+                segment_bytes: 1_048_576,
+                segment_ms: 3_600_000,
+                index_interval_bytes: 8192,
+                retention_bytes: 1_073_741_824,
+                retention_ms: 7_200_000,
+                flush_messages: 10_000,
+                flush_ms: 1000,
+                producer_id_expiration_ms: 3_600_000,
+                max_message_bytes: 500_000,
+            }
+        );
+    }
+
+    #[test]
+    fn every_key_quoted() {
+        assert_all_keys_applied(&parse(ALL_QUOTED));
+    }
+
+    #[test]
+    fn every_key_bare_dotted() {
+        // Bare dotted keys become nested tables in TOML; they must mean the same thing.
+        // Unquote the keys only: every line is `"key" = value`.
+        let bare: String = ALL_QUOTED
+            .lines()
+            .map(|line| match line.trim().split_once(" = ") {
+                Some((key, value)) => format!("{} = {value}\n", key.trim_matches('"')),
+                None => String::new(),
+            })
+            .collect();
+        assert!(bare.contains("log.retention.ms = 7200000"), "{bare}");
+        assert!(bare.contains("listeners = \"PLAINTEXT://"), "{bare}");
+        assert_all_keys_applied(&parse(&bare));
+    }
+
+    #[test]
+    fn every_key_as_table_sections() {
+        let text = r#"
+            listeners = "0.0.0.0:19092"
+            advertised.listeners = "10.1.2.3:19092"
+            [node]
+            id = 7
+            [num]
+            partitions = 8
+            [default.replication]
+            factor = 1
+            [auto.create.topics]
+            enable = false
+            [socket.request.max]
+            bytes = 2000000
+            [message.max]
+            bytes = 500000
+            [log]
+            dirs = "/var/lib/twinlog"
+            segment.bytes = 1048576
+            roll.ms = 3600000
+            retention.ms = 7200000
+            retention.bytes = 1073741824
+            retention.check.interval.ms = 60000
+            index.interval.bytes = 8192
+            flush.interval = { messages = 10000, ms = 1000 }
+            [producer.id.expiration]
+            ms = 3600000
+        "#;
+        assert_all_keys_applied(&parse(text));
+    }
+
+    #[test]
+    fn integers_and_booleans_as_strings() {
+        let c = parse(
+            r#"
+            "node.id" = "7"
+            "num.partitions" = " 8 "
+            "log.segment.bytes" = "1073741823"
+            "log.retention.bytes" = "-1"
+            "log.flush.interval.messages" = "9223372036854775807"
+            "auto.create.topics.enable" = "FALSE"
+            "#,
+        );
+        assert_eq!(c.node_id, 7);
+        assert_eq!(c.num_partitions, 8);
+        assert_eq!(c.log.segment_bytes, 1_073_741_823);
+        assert_eq!(c.log.retention_bytes, -1);
+        assert_eq!(c.log.flush_messages, u64::MAX);
+        assert!(!c.auto_create_topics_enable);
+        assert!(parse(r#""auto.create.topics.enable" = "true""#).auto_create_topics_enable);
+    }
+
+    #[test]
+    fn roll_ms_wins_over_hours() {
+        assert_eq!(parse("log.roll.hours = 2").log.segment_ms, 2 * 3_600_000);
+        let c = parse("log.roll.hours = 2\nlog.roll.ms = 5000");
+        assert_eq!(c.log.segment_ms, 5000);
+    }
+
+    #[test]
+    fn retention_ms_wins_over_minutes_over_hours() {
+        assert_eq!(
+            parse("log.retention.hours = 3").log.retention_ms,
+            3 * 3_600_000
+        );
+        assert_eq!(
+            parse("log.retention.minutes = 3").log.retention_ms,
+            3 * 60_000
+        );
+        let c = parse("log.retention.hours = 3\nlog.retention.minutes = 4");
+        assert_eq!(c.log.retention_ms, 4 * 60_000);
+        let c = parse("log.retention.hours = 3\nlog.retention.minutes = 4\nlog.retention.ms = 5");
+        assert_eq!(c.log.retention_ms, 5);
+        let c = parse("log.retention.hours = 3\nlog.retention.ms = 5");
+        assert_eq!(c.log.retention_ms, 5);
+    }
+
+    #[test]
+    fn retention_minus_one_is_unlimited_in_every_unit() {
+        for key in [
+            "log.retention.ms",
+            "log.retention.minutes",
+            "log.retention.hours",
+        ] {
+            assert_eq!(parse(&format!("{key} = -1")).log.retention_ms, -1, "{key}");
+            assert!(matches!(
+                BrokerConfig::from_toml_str(&format!("{key} = -2")),
+                Err(ConfigError::BadValue { .. })
+            ));
+        }
+        // A bad lower-precedence key is still an error even though it would lose.
+        let e = parse_err("log.retention.ms = 5\nlog.retention.hours = -2");
+        assert!(
+            e.to_string()
+                .starts_with("config key `log.retention.hours`"),
+            "{e}"
+        );
+        let e = parse_err("log.roll.ms = 5\nlog.roll.hours = 0");
+        assert!(
+            e.to_string().starts_with("config key `log.roll.hours`"),
+            "{e}"
+        );
+        let e = parse_err("log.dirs = \"/a\"\nlog.dir = 5");
+        assert!(e.to_string().starts_with("config key `log.dir`"), "{e}");
+    }
+
+    #[test]
+    fn log_dirs_forms_and_precedence() {
+        assert_eq!(parse(r#"log.dir = "/a""#).data_dir, PathBuf::from("/a"));
+        assert_eq!(
+            parse("log.dir = \"/a\"\nlog.dirs = \"/b\"").data_dir,
+            PathBuf::from("/b")
+        );
+        assert_eq!(parse(r#"log.dirs = ["/c"]"#).data_dir, PathBuf::from("/c"));
+        assert_eq!(parse(r#"log.dirs = "/d,""#).data_dir, PathBuf::from("/d"));
+        for bad in [
+            r#"log.dirs = "/a,/b""#,
+            r#"log.dirs = ["/a", "/b"]"#,
+            r#"log.dirs = """#,
+            "log.dirs = 5",
+        ] {
+            match parse_err(bad) {
+                ConfigError::BadValue { key, expected, .. } => {
+                    assert_eq!(key, "log.dirs");
+                    assert_eq!(expected, DATA_DIR_EXPECTED);
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn listener_forms() {
+        let l = |s: &str| parse_listener("listeners", s);
+        assert_eq!(l("127.0.0.1:9092").expect("plain"), addr("127.0.0.1:9092"));
+        assert_eq!(
+            l("PLAINTEXT://127.0.0.1:9093").expect("named"),
+            addr("127.0.0.1:9093")
+        );
+        assert_eq!(l("plaintext://[::1]:9094").expect("v6"), addr("[::1]:9094"));
+        assert_eq!(
+            l("PLAINTEXT://:9095").expect("wildcard"),
+            addr("0.0.0.0:9095")
+        );
+        assert_eq!(
+            l("PLAINTEXT://localhost:9096").expect("localhost"),
+            addr("127.0.0.1:9096")
+        );
+        assert_eq!(l("127.0.0.1:0").expect("ephemeral"), addr("127.0.0.1:0"));
+        for bad in [
+            "SSL://127.0.0.1:9092",
+            "PLAINTEXT://a:9092,PLAINTEXT://b:9093",
+            "broker.example.com:9092",
+            "127.0.0.1",
+            "127.0.0.1:99999",
+            "",
+        ] {
+            match l(bad) {
+                Err(ConfigError::BadValue {
+                    key,
+                    value,
+                    expected,
+                }) => {
+                    assert_eq!(key, "listeners");
+                    assert_eq!(value, bad);
+                    assert_eq!(expected, LISTENER_EXPECTED);
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn advertised_listener_must_be_connectable() {
+        for bad in ["0.0.0.0:9092", "PLAINTEXT://:9092", "127.0.0.1:0"] {
+            match parse_err(&format!("advertised.listeners = \"{bad}\"")) {
+                ConfigError::BadValue { key, expected, .. } => {
+                    assert_eq!(key, "advertised.listeners");
+                    assert_eq!(expected, ADVERTISED_EXPECTED);
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+        assert!(matches!(
+            parse_err("listeners = 9092"),
+            ConfigError::BadValue { .. }
+        ));
+    }
+
+    #[test]
+    fn unknown_key_names_it_in_both_forms() {
+        let e = parse_err("num.partitons = 3");
+        assert_eq!(e.to_string(), "unknown config key `num.partitons`");
+        let e = parse_err(r#""num.partitons" = 3"#);
+        assert_eq!(e.to_string(), "unknown config key `num.partitons`");
+        let e = parse_err("[log]\nsegment.byts = 3");
+        assert_eq!(e.to_string(), "unknown config key `log.segment.byts`");
+        // A prefix of a real key is not a key.
+        let e = parse_err("log = 3");
+        assert_eq!(e.to_string(), "unknown config key `log`");
+    }
+
+    #[test]
+    fn bad_value_message_names_key_value_and_expectation() {
+        let e = parse_err(r#"log.segment.bytes = "abc""#);
+        assert_eq!(
+            e.to_string(),
+            "config key `log.segment.bytes`: expected a positive integer, got \"abc\""
+        );
+        let e = parse_err("log.segment.bytes = 0");
+        assert_eq!(
+            e.to_string(),
+            "config key `log.segment.bytes`: expected a positive integer, got \"0\""
+        );
+        let e = parse_err("log.segment.bytes = 4294967296");
+        assert_eq!(
+            e.to_string(),
+            "config key `log.segment.bytes`: expected an integer no larger than 2147483647, \
+             got \"4294967296\""
+        );
+        let e = parse_err("log.segment.bytes = 1.5");
+        assert_eq!(
+            e.to_string(),
+            "config key `log.segment.bytes`: expected a positive integer, got \"1.5\""
+        );
+        let e = parse_err(r#"auto.create.topics.enable = "yes""#);
+        assert_eq!(
+            e.to_string(),
+            "config key `auto.create.topics.enable`: expected true or false, got \"yes\""
+        );
+        let e = parse_err("auto.create.topics.enable = 1");
+        assert!(matches!(e, ConfigError::BadValue { .. }), "{e}");
+    }
+
+    #[test]
+    fn replication_factor_other_than_one_is_refused() {
+        for bad in ["3", "0", "-1", "\"two\""] {
+            let e = parse_err(&format!("default.replication.factor = {bad}"));
+            assert!(
+                e.to_string().starts_with(
+                    "config key `default.replication.factor`: expected 1 (a single-node"
+                ),
+                "{e}"
+            );
+        }
+        assert_eq!(
+            parse("default.replication.factor = \"1\"").default_replication_factor,
+            1
+        );
+    }
+
+    #[test]
+    fn range_checks() {
+        for bad in [
+            "num.partitions = 0",
+            "node.id = -1",
+            "node.id = 2147483648",
+            "socket.request.max.bytes = 0",
+            "message.max.bytes = -5",
+            "log.retention.check.interval.ms = 0",
+            "log.roll.ms = 0",
+            "log.roll.hours = 0",
+            "log.retention.bytes = -2",
+            "log.index.interval.bytes = -1",
+            "log.flush.interval.messages = 0",
+            "log.flush.interval.ms = -1",
+            "producer.id.expiration.ms = 0",
+        ] {
+            let key = bad.split(' ').next().expect("key");
+            match parse_err(bad) {
+                ConfigError::BadValue { key: k, .. } => assert_eq!(k, key),
+                other => panic!("{bad}: {other}"),
+            }
+        }
+        let c =
+            parse("log.index.interval.bytes = 0\nlog.flush.interval.ms = 0\nlog.retention.ms = 0");
+        assert_eq!(c.log.index_interval_bytes, 0);
+        assert_eq!(c.log.flush_ms, 0);
+        assert_eq!(c.log.retention_ms, 0);
+    }
+
+    #[test]
+    fn same_key_in_both_forms_is_a_duplicate() {
+        let e = parse_err("\"num.partitions\" = 2\nnum.partitions = 3");
+        assert_eq!(
+            e.to_string(),
+            "config key `num.partitions` is given twice (once quoted, once as dotted tables)"
+        );
+    }
+
+    #[test]
+    fn syntax_error_names_origin() {
+        let e = parse_err("num.partitions = ");
+        assert!(matches!(e, ConfigError::Syntax { path: None, .. }), "{e}");
+        assert!(
+            e.to_string().starts_with("invalid TOML in config text: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn load_reads_file_and_reports_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("twinlog.toml");
+        std::fs::write(&path, "num.partitions = 4\n").expect("write");
+        assert_eq!(BrokerConfig::load(&path).expect("loads").num_partitions, 4);
+
+        std::fs::write(&path, "num.partitions = [").expect("write");
+        let e = BrokerConfig::load(&path).expect_err("bad toml");
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+
+        let missing = dir.path().join("missing.toml");
+        let e = BrokerConfig::load(&missing).expect_err("missing");
+        assert!(matches!(e, ConfigError::Io { .. }));
+        assert!(e.to_string().starts_with("cannot read config file "), "{e}");
+        assert!(e.to_string().contains("missing.toml"), "{e}");
+    }
+
+    #[test]
+    fn example_config_parses_to_defaults() {
+        // The example spells out every default; keep it true.
+        let text = include_str!("../config/twinlog.example.toml");
+        assert_eq!(parse(text), BrokerConfig::default());
+        // Its commented-out settings are valid too: the keys unset by default (at values
+        // equal to the defaults, except the two that have none) and the sample shards.
+        let uncommented: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| {
+                l.starts_with("[[shard]]")
+                    || l.split_once(" = ").is_some_and(|(k, _)| {
+                        k.chars().all(|c| c.is_ascii_lowercase() || c == '.')
+                            && k != "advertised.listeners"
+                            && k != "log.flush.interval.ms"
+                    })
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            uncommented.contains("log.retention.minutes = 10080"),
+            "{uncommented}"
+        );
+        assert!(
+            uncommented.contains("in.flight.requests.max = 64"),
+            "{uncommented}"
+        );
+        let c = parse(&uncommented);
+        assert_eq!(
+            c.shards,
+            vec![ShardConfig::on_core(0), ShardConfig::on_core(1)]
+        );
+        assert_eq!(c.log, BrokerConfig::default().log);
+        assert_eq!(c.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn shard_tables_both_key_forms() {
+        let c = parse(
+            r#"
+            [[shard]]
+            core = 2
+            io.memory.bytes = 1048576
+            in.flight.requests.max = 16
+            [[shard]]
+            "core" = "0"
+            "socket.receive.buffer.bytes" = 131072
+            "socket.send.buffer.bytes" = "262144"
+            "#,
+        );
+        assert_eq!(
+            c.shards,
+            vec![
+                ShardConfig {
+                    core: 2,
+                    io_memory_bytes: 1 << 20,
+                    in_flight_requests_max: 16,
+                    ..ShardConfig::on_core(2)
+                },
+                ShardConfig {
+                    receive_buffer_bytes: 128 << 10,
+                    send_buffer_bytes: 256 << 10,
+                    ..ShardConfig::on_core(0)
+                },
+            ]
+        );
+        assert_eq!(ShardConfig::on_core(5).io_memory_bytes, 512 << 10);
+        assert_eq!(ShardConfig::on_core(5).in_flight_requests_max, 64);
+        assert_eq!(ShardConfig::on_core(5).receive_buffer_bytes, 64 << 10);
+        assert_eq!(ShardConfig::on_core(5).send_buffer_bytes, 64 << 10);
+    }
+
+    #[test]
+    fn shard_key_errors() {
+        let e = parse_err("[[shard]]\ncore = 0\nio.memory.byts = 5");
+        assert_eq!(e.to_string(), "unknown config key `shard.io.memory.byts`");
+        let e = parse_err("[[shard]]\nio.memory.bytes = 5");
+        assert_eq!(e.to_string(), "config key `shard.core` is required");
+        let e = parse_err("[[shard]]\ncore = 0\nin.flight.requests.max = 0");
+        assert_eq!(
+            e.to_string(),
+            "config key `shard.in.flight.requests.max`: expected a positive integer, got \"0\""
+        );
+        let e = parse_err("[[shard]]\ncore = -1");
+        assert_eq!(
+            e.to_string(),
+            "config key `shard.core`: expected a non-negative integer, got \"-1\""
+        );
+        let e = parse_err("[[shard]]\ncore = 1\n[[shard]]\ncore = 1");
+        assert!(
+            e.to_string()
+                .starts_with("config key `shard.core`: expected a core not used"),
+            "{e}"
+        );
+        // [shard] (one table) or a quoted "shard.core" at the top is not a [[shard]].
+        for bad in [
+            "[shard]\ncore = 1",
+            "shard.core = 1",
+            "\"shard.core\" = 1",
+            "shard = 1",
+        ] {
+            match parse_err(bad) {
+                ConfigError::BadValue { expected, .. } => {
+                    assert_eq!(expected, "shard settings inside [[shard]] tables", "{bad}")
+                }
+                other => panic!("{bad}: {other}"),
+            }
+        }
+    }
+
+    #[test]
+    fn resolve_shards_fills_one_per_core() {
+        let mut c = BrokerConfig::default();
+        c.resolve_shards(4).expect("resolves");
+        assert_eq!(
+            c.shards,
+            (0..4).map(ShardConfig::on_core).collect::<Vec<_>>()
+        );
+        assert_eq!(c.memlock_bytes_needed(), 3 * 4 * (512 << 10));
+        // Resolving again keeps what is there.
+        c.resolve_shards(4).expect("idempotent");
+        assert_eq!(c.shards.len(), 4);
+
+        let mut c = BrokerConfig::default();
+        c.resolve_shards(0).expect("zero cores means one");
+        assert_eq!(c.shards, vec![ShardConfig::on_core(0)]);
+    }
+
+    #[test]
+    fn resolve_shards_validates_configured_cores() {
+        let mut c = parse("[[shard]]\ncore = 3\nio.memory.bytes = 1000\n[[shard]]\ncore = 1");
+        c.resolve_shards(4).expect("cores exist");
+        assert_eq!(c.shards.len(), 2);
+        assert_eq!(c.memlock_bytes_needed(), 3 * (1000 + (512 << 10)));
+
+        match c.resolve_shards(3) {
+            Err(ConfigError::BadValue {
+                key,
+                value,
+                expected,
+            }) => {
+                assert_eq!(key, "shard.core");
+                assert_eq!(value, "3");
+                assert_eq!(expected, "a core id below the number of available cores");
+            }
+            other => panic!("{other:?}"),
+        }
+
+        c.shards.push(ShardConfig::on_core(1));
+        match c.resolve_shards(8) {
+            Err(ConfigError::BadValue { key, value, .. }) => {
+                assert_eq!(key, "shard.core");
+                assert_eq!(value, "1");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn memlock_saturates() {
+        let mut c = BrokerConfig::default();
+        assert_eq!(c.memlock_bytes_needed(), 0);
+        c.shards = vec![ShardConfig {
+            io_memory_bytes: usize::MAX,
+            ..ShardConfig::on_core(0)
+        }];
+        assert_eq!(c.memlock_bytes_needed(), usize::MAX);
+    }
+
+    #[test]
+    fn cli_overrides_win_over_file() {
+        let mut c = parse("log.dirs = \"/from/file\"\nlisteners = \"127.0.0.1:1111\"");
+        c.apply_overrides(None, None);
+        assert_eq!(c.data_dir, PathBuf::from("/from/file"));
+        assert_eq!(c.listen, addr("127.0.0.1:1111"));
+        c.apply_overrides(Some(PathBuf::from("/from/cli")), None);
+        assert_eq!(c.data_dir, PathBuf::from("/from/cli"));
+        assert_eq!(c.listen, addr("127.0.0.1:1111"));
+        c.apply_overrides(None, Some(addr("0.0.0.0:2222")));
+        assert_eq!(c.data_dir, PathBuf::from("/from/cli"));
+        assert_eq!(c.listen, addr("0.0.0.0:2222"));
+    }
+}
