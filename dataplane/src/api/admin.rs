@@ -57,7 +57,11 @@ pub async fn submit(ctx: &ShardCtx, request: AdminRequest, names: &[String]) -> 
             message,
         }) => all(error_code, &message),
         Ok(other) => {
-            tracing::error!(?other, expected = names.len(), "controller answer of the wrong shape");
+            tracing::error!(
+                ?other,
+                expected = names.len(),
+                "controller answer of the wrong shape"
+            );
             all(
                 ResponseError::UnknownServerError.code(),
                 "unexpected controller answer",
@@ -134,9 +138,7 @@ pub fn topic_configs_with_source(
 pub fn topic_config_type(name: &str) -> i8 {
     match name {
         "cleanup.policy" | "log.cleanup.policy" => TYPE_LIST,
-        "compression.type" | "message.timestamp.type" | "log.message.timestamp.type" => {
-            TYPE_STRING
-        }
+        "compression.type" | "message.timestamp.type" | "log.message.timestamp.type" => TYPE_STRING,
         "index.interval.bytes"
         | "log.index.interval.bytes"
         | "max.message.bytes"
@@ -155,6 +157,89 @@ pub fn topic_config_type(name: &str) -> i8 {
         | "segment.ms"
         | "log.roll.ms" => TYPE_LONG,
         _ => TYPE_STRING,
+    }
+}
+
+/// A shard context with a scripted controller, for handler tests that need no partition
+/// (everything here runs on `futures::executor::block_on`).
+#[cfg(test)]
+pub(crate) mod test_support {
+    use std::rc::Rc;
+    use std::sync::{Arc, Mutex};
+
+    use futures::channel::oneshot;
+
+    use crate::controller::{AdminRequest, AdminResponse, ControllerHandle};
+    use crate::log::LogConfig;
+    use crate::metadata::{MetadataCell, MetadataImage};
+    use crate::shard::{ShardCtx, ShardRouter, ShardSettings};
+
+    type Script = Box<dyn Fn(&AdminRequest) -> AdminResponse + Send + Sync>;
+
+    /// Answers every request with `script` and remembers the requests.
+    pub struct FakeController {
+        pub requests: Mutex<Vec<AdminRequest>>,
+        script: Script,
+    }
+
+    impl std::fmt::Debug for FakeController {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("FakeController").finish_non_exhaustive()
+        }
+    }
+
+    impl ControllerHandle for FakeController {
+        fn submit(&self, request: AdminRequest) -> oneshot::Receiver<AdminResponse> {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send((self.script)(&request));
+            if let Ok(mut r) = self.requests.lock() {
+                r.push(request);
+            }
+            rx
+        }
+    }
+
+    pub fn settings() -> ShardSettings {
+        ShardSettings {
+            data_dir: "/data".into(),
+            socket_request_max_bytes: 104_857_600,
+            in_flight_requests_max: 5,
+            auto_create_topics_enable: false,
+            num_partitions: 1,
+            log_retention_check_interval_ms: 300_000,
+            default_log_config: LogConfig::default(),
+        }
+    }
+
+    pub fn image() -> MetadataImage {
+        MetadataImage::empty("cid".into(), 0, "127.0.0.1:9092".parse().expect("addr"))
+    }
+
+    pub fn ctx(
+        image: MetadataImage,
+        script: impl Fn(&AdminRequest) -> AdminResponse + Send + Sync + 'static,
+    ) -> (Rc<ShardCtx>, Arc<FakeController>) {
+        let controller = Arc::new(FakeController {
+            requests: Mutex::new(Vec::new()),
+            script: Box::new(script),
+        });
+        let (router, _queues) = ShardRouter::new(1, 1);
+        let ctx = ShardCtx::new(
+            0,
+            router,
+            Arc::new(MetadataCell::new(image)),
+            controller.clone(),
+            Arc::new(settings()),
+        );
+        (ctx, controller)
+    }
+
+    /// Encodes a response at `version`: kafka-protocol refuses fields a version lacks.
+    pub fn encodes<M: kafka_protocol::protocol::Encodable>(m: &M, version: i16) {
+        let mut buf = bytes::BytesMut::new();
+        if let Err(e) = m.encode(&mut buf, version) {
+            panic!("encoding at v{version} failed: {e}");
+        }
     }
 }
 
@@ -202,9 +287,11 @@ mod tests {
 
     #[test]
     fn configs_with_source_cover_every_topic_config() {
-        let mut log = LogConfig::default();
-        log.retention_ms = 5;
-        log.segment_bytes = 1 << 20;
+        let log = LogConfig {
+            retention_ms: 5,
+            segment_bytes: 1 << 20,
+            ..LogConfig::default()
+        };
         let mut explicit = BTreeMap::new();
         explicit.insert("retention.ms".to_string(), "5".to_string());
         let all = topic_configs_with_source(&log, &explicit);

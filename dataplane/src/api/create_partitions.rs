@@ -127,3 +127,54 @@ mod tests {
         assert_eq!(check_assignments(1, Some(2), Some(&[vec![0]]), 0), Ok(()));
     }
 }
+
+#[cfg(test)]
+mod handler_tests {
+    use kafka_protocol::messages::create_partitions_request::{
+        CreatePartitionsAssignment, CreatePartitionsTopic,
+    };
+    use kafka_protocol::messages::BrokerId;
+
+    use super::*;
+    use crate::api::admin::test_support::{ctx, encodes, image};
+    use crate::controller::AdminResponse;
+
+    #[test]
+    fn bad_assignments_are_not_forwarded() {
+        let (ctx, controller) = ctx(image(), |req| match req {
+            AdminRequest::CreatePartitions { topics, .. } => AdminResponse::Results(
+                topics
+                    .iter()
+                    .map(|(n, _)| AdminResult::ok(n.as_str()))
+                    .collect(),
+            ),
+            _ => AdminResponse::Results(Vec::new()),
+        });
+        for v in 0..=3 {
+            let req = CreatePartitionsRequest::default().with_topics(vec![
+                CreatePartitionsTopic::default()
+                    .with_name(topic_name("a"))
+                    .with_count(3)
+                    .with_assignments(None),
+                CreatePartitionsTopic::default()
+                    .with_name(topic_name("b"))
+                    .with_count(3)
+                    .with_assignments(Some(vec![
+                        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(5)])
+                    ])),
+            ]);
+            let r = futures::executor::block_on(handle(&ctx, req, v));
+            assert_eq!(r.results[0].error_code, 0);
+            assert_eq!(
+                r.results[1].error_code,
+                ResponseError::InvalidReplicaAssignment.code()
+            );
+            encodes(&r, v);
+        }
+        let sent = controller.requests.lock().expect("lock").clone();
+        assert!(sent.iter().all(|r| matches!(
+            r,
+            AdminRequest::CreatePartitions { topics, .. } if topics == &vec![("a".to_string(), 3)]
+        )));
+    }
+}

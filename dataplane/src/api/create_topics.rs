@@ -4,7 +4,7 @@
 //! the answer carries the topic's partition count, replication factor and configs: read
 //! from the new image after a create, computed from the request for validate_only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use kafka_protocol::messages::create_topics_response::{
@@ -39,11 +39,12 @@ pub async fn handle(
     // One answer per distinct name, in first-occurrence order; `early` holds the ones
     // answered here without asking the controller.
     let mut order: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
     let mut early: BTreeMap<String, AdminResult> = BTreeMap::new();
     let mut forward: Vec<NewTopic> = Vec::new();
     for t in request.topics {
         let name = t.name.0.to_string();
-        if order.contains(&name) {
+        if !seen.insert(name.clone()) {
             continue;
         }
         order.push(name.clone());
@@ -58,7 +59,12 @@ pub async fn handle(
         let assignments: Vec<(i32, Vec<i32>)> = t
             .assignments
             .iter()
-            .map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect()))
+            .map(|a| {
+                (
+                    a.partition_index,
+                    a.broker_ids.iter().map(|b| b.0).collect(),
+                )
+            })
             .collect();
         match partitions_and_replication(
             t.num_partitions,
@@ -115,9 +121,13 @@ pub async fn handle(
             let created = if result.error_code != 0 {
                 None
             } else if validate_only {
-                requested
-                    .get(&name)
-                    .and_then(|t| validated_topic(t, ctx.settings.num_partitions, &ctx.settings.default_log_config))
+                requested.get(&name).and_then(|t| {
+                    validated_topic(
+                        t,
+                        ctx.settings.num_partitions,
+                        &ctx.settings.default_log_config,
+                    )
+                })
             } else {
                 image.topic(&name).map(|t| CreatedTopic {
                     topic_id: t.id,
@@ -258,8 +268,12 @@ mod tests {
     #[test]
     fn validated_topic_fills_in_defaults() {
         let defaults = LogConfig::default();
-        let t = validated_topic(&new_topic(-1, &[("retention.ms", Some("10"))]), 3, &defaults)
-            .expect("valid");
+        let t = validated_topic(
+            &new_topic(-1, &[("retention.ms", Some("10"))]),
+            3,
+            &defaults,
+        )
+        .expect("valid");
         assert_eq!(t.num_partitions, 3);
         assert_eq!(t.replication_factor, 1);
         let retention = t
@@ -267,7 +281,10 @@ mod tests {
             .iter()
             .find(|(k, _, _)| *k == "retention.ms")
             .expect("retention.ms described");
-        assert_eq!((retention.1.as_str(), retention.2), ("10", admin::DYNAMIC_TOPIC_CONFIG));
+        assert_eq!(
+            (retention.1.as_str(), retention.2),
+            ("10", admin::DYNAMIC_TOPIC_CONFIG)
+        );
         assert!(validated_topic(&new_topic(2, &[("retention.ms", None)]), 1, &defaults).is_none());
     }
 
@@ -287,7 +304,12 @@ mod tests {
             Some(ResponseError::InvalidReplicaAssignment)
         );
         assert_eq!(
-            code(partitions_and_replication(-1, -1, &[(0, vec![7]), (2, vec![7])], 7)),
+            code(partitions_and_replication(
+                -1,
+                -1,
+                &[(0, vec![7]), (2, vec![7])],
+                7
+            )),
             Some(ResponseError::InvalidReplicaAssignment)
         );
     }
@@ -308,5 +330,103 @@ mod tests {
         let ok = result_for("t", AdminResult::ok("t"), None, 4);
         assert_eq!(ok.error_message, None);
         assert_eq!(ok.configs, Some(Vec::new()));
+    }
+}
+
+#[cfg(test)]
+mod handler_tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+
+    use super::*;
+    use crate::api::admin::test_support::{ctx, encodes, image};
+    use crate::controller::AdminResponse;
+    use crate::metadata::{PartitionImage, TopicImage};
+
+    fn topic(name: &str, partitions: i32) -> CreatableTopic {
+        CreatableTopic::default()
+            .with_name(topic_name(name))
+            .with_num_partitions(partitions)
+            .with_replication_factor(-1)
+    }
+
+    #[test]
+    fn duplicates_are_answered_here_and_created_topics_described() {
+        // The image already holds "new" as the controller would publish it.
+        let mut img = image();
+        let id = uuid::Uuid::from_u128(9);
+        img.topics.insert(
+            "new".into(),
+            Arc::new(TopicImage {
+                name: "new".into(),
+                id,
+                partitions: (0..2)
+                    .map(|p| PartitionImage {
+                        partition: p,
+                        leader: 0,
+                        leader_epoch: 0,
+                        shard: 0,
+                    })
+                    .collect(),
+                configs: BTreeMap::from([("retention.ms".to_string(), "5".to_string())]),
+                log_config: LogConfig {
+                    retention_ms: 5,
+                    ..LogConfig::default()
+                },
+                internal: false,
+            }),
+        );
+        let (ctx, controller) = ctx(img, |req| match req {
+            AdminRequest::CreateTopics { topics, .. } => AdminResponse::Results(
+                topics
+                    .iter()
+                    .map(|t| AdminResult::ok(t.name.as_str()))
+                    .collect(),
+            ),
+            _ => AdminResponse::Results(Vec::new()),
+        });
+        let request = CreateTopicsRequest::default().with_topics(vec![
+            topic("dup", 1),
+            topic("new", 2).with_configs(vec![CreatableTopicConfig::default()
+                .with_name(str_bytes("retention.ms"))
+                .with_value(Some(str_bytes("5")))]),
+            topic("dup", 1),
+        ]);
+        let resp = futures::executor::block_on(handle(&ctx, request, 7));
+        let sent = controller.requests.lock().expect("lock").clone();
+        match sent.as_slice() {
+            [AdminRequest::CreateTopics { topics, .. }] => {
+                assert_eq!(topics.len(), 1);
+                assert_eq!(topics[0].name, "new");
+            }
+            other => panic!("unexpected requests {other:?}"),
+        }
+        assert_eq!(resp.topics.len(), 2);
+        assert_eq!(resp.topics[0].name.0.as_str(), "dup");
+        assert_eq!(
+            resp.topics[0].error_code,
+            ResponseError::InvalidRequest.code()
+        );
+        let created = &resp.topics[1];
+        assert_eq!(created.error_code, 0);
+        assert_eq!(created.num_partitions, 2);
+        assert_eq!(created.replication_factor, 1);
+        assert_eq!(created.topic_id, id);
+        let configs = created.configs.as_ref().expect("configs");
+        let retention = configs
+            .iter()
+            .find(|c| c.name.as_str() == "retention.ms")
+            .expect("retention.ms");
+        assert_eq!(retention.config_source, admin::DYNAMIC_TOPIC_CONFIG);
+        for v in 2..=7 {
+            let r = futures::executor::block_on(handle(
+                &ctx,
+                CreateTopicsRequest::default().with_topics(vec![topic("new", 2)]),
+                v,
+            ));
+            encodes(&r, v);
+        }
     }
 }

@@ -17,7 +17,10 @@ use crate::shard::ShardCtx;
 /// One requested topic after resolving ids: the name to delete, or the answer already.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
-    Delete { name: String, id: uuid::Uuid },
+    Delete {
+        name: String,
+        id: uuid::Uuid,
+    },
     Answer {
         name: Option<String>,
         id: uuid::Uuid,
@@ -85,9 +88,15 @@ pub async fn handle(
             Target::Answer { .. } => None,
         })
         .collect();
-    let mut results = admin::submit(ctx, AdminRequest::DeleteTopics { names: names.clone() }, &names)
-        .await
-        .into_iter();
+    let mut results = admin::submit(
+        ctx,
+        AdminRequest::DeleteTopics {
+            names: names.clone(),
+        },
+        &names,
+    )
+    .await
+    .into_iter();
     let responses = targets
         .into_iter()
         .map(|t| {
@@ -137,7 +146,7 @@ mod tests {
     use crate::log::LogConfig;
     use crate::metadata::TopicImage;
 
-    fn image_with(name: &str, id: uuid::Uuid) -> MetadataImage {
+    pub(super) fn image_with(name: &str, id: uuid::Uuid) -> MetadataImage {
         let mut image =
             MetadataImage::empty("c".into(), 0, "127.0.0.1:9092".parse().expect("addr"));
         image.topics.insert(
@@ -197,5 +206,48 @@ mod tests {
             err(resolve(&image, None, uuid::Uuid::nil())),
             Some(ResponseError::InvalidRequest)
         );
+    }
+}
+
+#[cfg(test)]
+mod handler_tests {
+    use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+
+    use super::*;
+    use crate::api::admin::test_support::{ctx, encodes};
+    use crate::controller::AdminResponse;
+
+    #[test]
+    fn deletes_by_name_and_id_at_every_version() {
+        let id = uuid::Uuid::from_u128(7);
+        let (ctx, _) = ctx(tests::image_with("orders", id), |req| match req {
+            AdminRequest::DeleteTopics { names } => {
+                AdminResponse::Results(names.iter().map(|n| AdminResult::ok(n.as_str())).collect())
+            }
+            _ => AdminResponse::Results(Vec::new()),
+        });
+        for v in 1..=5 {
+            let req = DeleteTopicsRequest::default().with_topic_names(vec![topic_name("orders")]);
+            let r = futures::executor::block_on(handle(&ctx, req, v));
+            assert_eq!(r.responses[0].error_code, 0);
+            encodes(&r, v);
+        }
+        let req = DeleteTopicsRequest::default().with_topics(vec![
+            DeleteTopicState::default().with_topic_id(id),
+            DeleteTopicState::default().with_topic_id(uuid::Uuid::from_u128(8)),
+        ]);
+        let r = futures::executor::block_on(handle(&ctx, req, 6));
+        assert_eq!(r.responses[0].error_code, 0);
+        assert_eq!(
+            r.responses[0].name.as_ref().map(|n| n.0.as_str()),
+            Some("orders")
+        );
+        assert_eq!(r.responses[0].topic_id, id);
+        assert_eq!(
+            r.responses[1].error_code,
+            ResponseError::UnknownTopicId.code()
+        );
+        assert!(r.responses[1].name.is_none());
+        encodes(&r, 6);
     }
 }

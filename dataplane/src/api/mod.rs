@@ -3,11 +3,21 @@
 //! Errors of the log and controller are mapped to Kafka error codes here, at the API
 //! boundary, and nowhere else.
 
+pub mod admin;
+pub mod alter_configs;
 pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
 pub mod errors;
 pub mod fetch;
+pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 
 use std::rc::Rc;
@@ -24,6 +34,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 8),
     (ApiKey::Metadata, 1, 12),
     (ApiKey::ApiVersions, 0, 3),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 4),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -50,6 +70,36 @@ pub async fn handle(
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, version).await),
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await)
+        }
+        RequestKind::CreateTopics(r) => {
+            ResponseKind::CreateTopics(create_topics::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteTopics(r) => {
+            ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, version).await)
+        }
+        RequestKind::CreatePartitions(r) => {
+            ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, version).await)
+        }
+        RequestKind::DescribeConfigs(r) => {
+            ResponseKind::DescribeConfigs(describe_configs::handle(ctx, r, version).await)
+        }
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(alter_configs::handle(ctx, r, version).await)
+        }
+        RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
+            alter_configs::handle_incremental(ctx, r, version).await,
+        ),
+        RequestKind::DescribeCluster(r) => {
+            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteRecords(r) => {
+            ResponseKind::DeleteRecords(delete_records::handle(ctx, r, version).await)
+        }
+        RequestKind::OffsetForLeaderEpoch(r) => ResponseKind::OffsetForLeaderEpoch(
+            offset_for_leader_epoch::handle(ctx, r, version).await,
+        ),
+        RequestKind::InitProducerId(r) => {
+            ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, version).await)
         }
         other => {
             // is_supported() filters everything else before decoding.

@@ -68,10 +68,10 @@ fn parse_int<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Resul
 pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Result<(), String> {
     match name {
         "segment.bytes" => {
-            let v: u64 = parse_int(name, value, "an integer >= 14")?;
-            if v < 14 {
+            let v: u64 = parse_int(name, value, "an integer from 14 to 2147483647")?;
+            if !(14..=i32::MAX as u64).contains(&v) {
                 return Err(format!(
-                    "config `{name}`: expected an integer >= 14, got {value:?}"
+                    "config `{name}`: expected an integer from 14 to 2147483647, got {value:?}"
                 ));
             }
             log.segment_bytes = v;
@@ -103,7 +103,13 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             };
         }
         "max.message.bytes" => {
-            log.max_message_bytes = parse_int(name, value, "a non-negative integer")?
+            let v: usize = parse_int(name, value, "an integer from 0 to 2147483647")?;
+            if v > i32::MAX as usize {
+                return Err(format!(
+                    "config `{name}`: expected an integer from 0 to 2147483647, got {value:?}"
+                ));
+            }
+            log.max_message_bytes = v;
         }
         "cleanup.policy" => {
             for p in value.split(',') {
