@@ -8,7 +8,11 @@
 
 mod common;
 
+use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
@@ -377,13 +381,58 @@ async fn check(log: &PartitionLog, m: &mut Model, step: usize, op: &Op) {
     }
 }
 
-async fn run_ops(ops: Vec<Op>, passthrough: bool) {
+/// How long one case may run before it counts as hung.
+const CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Set once a case hung: later cases (proptest's shrinking) pass at once, so the
+/// report names the case that hung instead of timing out again and again.
+static HUNG: AtomicBool = AtomicBool::new(false);
+
+/// Like `common::run`, with a watchdog: a case that hangs fails, naming the step it
+/// was at, instead of blocking the test binary forever.
+fn run_watched<F, Fut>(progress: Arc<Mutex<String>>, f: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    if HUNG.load(Ordering::SeqCst) {
+        return;
+    }
+    let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .io_memory(256 << 10)
+        .spawn(f)
+        .expect("executor starts");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ex.join().is_ok());
+    });
+    let at = || progress.lock().map(|p| p.clone()).unwrap_or_default();
+    match rx.recv_timeout(CASE_TIMEOUT) {
+        Ok(true) => {}
+        Ok(false) => panic!("case failed at {}", at()),
+        Err(_) => {
+            HUNG.store(true, Ordering::SeqCst);
+            panic!("case hung for {CASE_TIMEOUT:?} at {}", at());
+        }
+    }
+}
+
+fn run_case(ops: Vec<Op>, passthrough: bool) {
+    let progress = Arc::new(Mutex::new(String::new()));
+    let p = progress.clone();
+    run_watched(progress, move || run_ops(ops, passthrough, p));
+}
+
+async fn run_ops(ops: Vec<Op>, passthrough: bool, progress: Arc<Mutex<String>>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut log = reopen(dir.path()).await;
     let mut m = Model::default();
     check(&log, &mut m, 0, &Op::Flush).await;
     for (step, op) in ops.iter().enumerate() {
         let now = step as i64;
+        if let Ok(mut p) = progress.lock() {
+            *p = format!("step {step} of {}: {op:?}", ops.len());
+        }
         match op {
             Op::Append {
                 batches,
@@ -536,18 +585,18 @@ fn expected_read(m: &Model, bases: &[Offset], offset: i64, max_bytes: usize) -> 
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 64,
-        max_shrink_iters: 2000,
+        max_shrink_iters: 500,
         ..ProptestConfig::default()
     })]
 
     #[test]
     fn leader_log_matches_model(ops in prop::collection::vec(op_strategy(), 1..=60)) {
-        run(move || run_ops(ops, false));
+        run_case(ops, false);
     }
 
     #[test]
     fn passthrough_log_matches_model(ops in prop::collection::vec(op_strategy(), 1..=60)) {
-        run(move || run_ops(ops, true));
+        run_case(ops, true);
     }
 }
 
