@@ -503,7 +503,6 @@ fn damaged_metadata_is_rebuilt_from_the_log() {
 /// monotonic but points at the next batch is trusted, and a read at an offset of the
 /// skipped batch serves the following batch instead.
 #[test]
-#[ignore = "library bug: a plausible but wrong offset-index entry is trusted"]
 fn plausible_wrong_index_entry_is_not_trusted() {
     run(|| async {
         let mut rng = Rng::new(7);

@@ -604,7 +604,6 @@ proptest! {
 /// offset above it but inside that same batch cuts at the batch start, leaving the log
 /// end below the log start.
 #[test]
-#[ignore = "library bug: truncate_to leaves log end below log start"]
 fn truncate_inside_the_batch_holding_the_log_start() {
     run(|| async {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -138,12 +138,16 @@ impl PartitionLog {
             topic_id,
             unflushed_records: 0,
             last_flush_ms: now_ms,
+            snapshots: names
+                .iter()
+                .filter_map(|n| n.strip_suffix(".snapshot")?.parse::<i64>().ok().map(Offset))
+                .collect(),
         };
         log.producer_state = ProducerStateManager::new(log.config.producer_id_expiration_ms);
 
         // Where recovery has to start scanning: after a clean shutdown nowhere, else at
         // the newest segment whose start has a usable producer snapshot.
-        let mut snapshots = load_snapshot_candidates(&log, &segments).await?;
+        let mut snapshots = load_snapshot_candidates(&mut log, &segments).await?;
         let (mut psm, scan_from) = if clean {
             match snapshots.pop() {
                 Some((_, psm)) => (psm, None),
@@ -309,11 +313,10 @@ fn replay(
 }
 
 async fn load_snapshot_candidates(
-    log: &PartitionLog,
+    log: &mut PartitionLog,
     segments: &BTreeMap<Offset, LogSegment>,
 ) -> Result<Vec<(Offset, ProducerStateManager)>, LogError> {
-    let mut offsets = log.snapshot_offsets().await?;
-    offsets.sort();
+    let offsets = log.snapshot_offsets();
     let mut out = Vec::new();
     let last_base = segments.keys().next_back().copied().unwrap_or(Offset(0));
     for off in offsets {
@@ -332,6 +335,7 @@ async fn load_snapshot_candidates(
             Err(e) => {
                 tracing::warn!(tp = %log.tp, path = %path.display(), error = %e, "discarding corrupt producer snapshot");
                 fs::remove_file(&path).await?;
+                log.snapshots.remove(&off);
             }
         }
     }

@@ -138,6 +138,7 @@ pub struct PartitionLog {
     pub(crate) topic_id: Option<uuid::Uuid>,
     pub(crate) unflushed_records: u64,
     pub(crate) last_flush_ms: i64,
+    pub(crate) snapshots: std::collections::BTreeSet<Offset>,
 }
 
 impl PartitionLog {
@@ -634,6 +635,12 @@ impl PartitionLog {
         let active = self.active_segment_mut();
         let removed = active.truncate_to(offset).await?;
         let new_end = active.next_offset();
+        if new_end < self.log_start_offset {
+            // The cut fell inside the batch that holds the log start (DeleteRecords can
+            // put it mid-batch): the log start never moves back, so restart empty there.
+            let start = self.log_start_offset;
+            return self.truncate_fully_and_start_at(start).await;
+        }
         tracing::info!(tp = %self.tp, offset = offset.0, new_end = new_end.0, bytes = removed, "truncated log");
         self.log_end_offset = new_end;
         self.high_watermark = self.high_watermark.min(new_end);
@@ -762,7 +769,6 @@ impl PartitionLog {
         }
         let newest = self
             .snapshot_offsets()
-            .await?
             .into_iter()
             .filter(|o| *o <= start)
             .max();
@@ -821,24 +827,24 @@ impl PartitionLog {
         self.producer_state.set_map_end_offset(self.log_end_offset);
         let path = self.dir.join(file_name(self.log_end_offset, ".snapshot"));
         fs::write_atomic(&path, self.producer_state.encode_snapshot()).await?;
+        self.snapshots.insert(self.log_end_offset);
         Ok(())
     }
 
-    pub(crate) async fn snapshot_offsets(&self) -> Result<Vec<Offset>, LogError> {
-        Ok(fs::list_dir(&self.dir)
-            .await?
-            .iter()
-            .filter_map(|n| n.strip_suffix(".snapshot")?.parse::<i64>().ok().map(Offset))
-            .collect())
+    /// Offsets of the producer snapshots on disk, ascending (kept in memory: listing the
+    /// directory is the one file operation io_uring cannot do).
+    pub(crate) fn snapshot_offsets(&self) -> Vec<Offset> {
+        self.snapshots.iter().copied().collect()
     }
 
     pub(crate) async fn delete_snapshots(
-        &self,
+        &mut self,
         doomed: impl Fn(Offset) -> bool,
     ) -> Result<(), LogError> {
-        for off in self.snapshot_offsets().await? {
+        for off in self.snapshot_offsets() {
             if doomed(off) {
                 fs::remove_file(&self.dir.join(file_name(off, ".snapshot"))).await?;
+                self.snapshots.remove(&off);
             }
         }
         Ok(())
@@ -848,8 +854,7 @@ impl PartitionLog {
     /// replays the batches from there to `end`. Newer snapshots are deleted.
     pub(crate) async fn rebuild_producer_state(&mut self, end: Offset) -> Result<(), LogError> {
         self.delete_snapshots(|o| o > end).await?;
-        let mut offsets = self.snapshot_offsets().await?;
-        offsets.sort();
+        let offsets = self.snapshot_offsets();
         let mut state = None;
         for off in offsets.into_iter().rev() {
             let path = self.dir.join(file_name(off, ".snapshot"));
@@ -869,6 +874,7 @@ impl PartitionLog {
                 Err(e) => {
                     tracing::warn!(tp = %self.tp, path = %path.display(), error = %e, "discarding corrupt producer snapshot");
                     fs::remove_file(&path).await?;
+                    self.snapshots.remove(&off);
                 }
             }
         }

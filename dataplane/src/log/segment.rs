@@ -348,8 +348,25 @@ impl LogSegment {
     /// Position of the first batch whose last offset is >= `offset`, with that batch.
     pub async fn translate_offset(&self, offset: Offset) -> FsResult<Option<(u64, RecordBatch)>> {
         let (_, start) = self.offset_index.lookup(offset);
+        let found = self.find_from(u64::from(start), offset).await?;
+        // An index entry that parses but points past the batch holding `offset` (a
+        // damaged index file) must not make a reader skip offsets: check and rescan.
+        if start > 0 && found.as_ref().is_none_or(|(_, b)| b.base_offset() > offset) {
+            let rescanned = self.find_from(0, offset).await?;
+            if rescanned.as_ref().map(|(p, _)| *p) != found.as_ref().map(|(p, _)| *p) {
+                tracing::warn!(
+                    segment = %self.log_path.display(), offset = offset.0,
+                    "offset index entry points past the requested offset; scanned from the start"
+                );
+            }
+            return Ok(rescanned);
+        }
+        Ok(found)
+    }
+
+    async fn find_from(&self, from: u64, offset: Offset) -> FsResult<Option<(u64, RecordBatch)>> {
         let mut found = None;
-        self.scan(u64::from(start), false, |batch, pos| {
+        self.scan(from, false, |batch, pos| {
             if batch.last_offset() >= offset {
                 found = Some((pos, batch));
                 ControlFlow::Break(())
