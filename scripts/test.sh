@@ -11,8 +11,14 @@ step() {
     printf '\n==> %s\n' "$*"
 }
 
-# Stock Kafka clients the integration tests drive the broker with.
-APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka)
+# Stock Kafka clients the integration tests drive the broker with (python3-venv: for the
+# virtualenv below; Debian's python3 cannot create one without it).
+APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka python3-venv)
+
+# Current Python clients from PyPI, in the git-ignored virtualenv .venv; the tests run
+# <repo>/.venv/bin/python (nothing is exported or installed globally).
+VENV_DIR=.venv
+PIP_PACKAGES=(confluent-kafka kafka-python)
 
 install_system_packages() {
     local missing=()
@@ -46,6 +52,31 @@ else
     step "system packages"
     install_system_packages
 fi
+
+setup_python_venv() {
+    if [ ! -x "$VENV_DIR/bin/python" ]; then
+        echo "creating $VENV_DIR"
+        python3 -m venv --clear "$VENV_DIR"
+    fi
+    local missing=()
+    local pkg
+    for pkg in "${PIP_PACKAGES[@]}"; do
+        if ! "$VENV_DIR/bin/python" -m pip show -q "$pkg" >/dev/null 2>&1; then
+            missing+=("$pkg")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        echo "all present in $VENV_DIR: ${PIP_PACKAGES[*]}"
+        return
+    fi
+    echo "pip installing into $VENV_DIR: ${missing[*]}"
+    # confluent-kafka as a wheel only: it bundles a current librdkafka.
+    "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --only-binary confluent-kafka "${missing[@]}"
+}
+
+step "python clients ($VENV_DIR)"
+setup_python_venv
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

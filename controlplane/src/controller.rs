@@ -279,6 +279,40 @@ impl<P: PartitionOps> Controller<P> {
     }
 }
 
+/// One log line per admin change that took effect (topic created, deleted, grown,
+/// reconfigured); rejected items are logged at debug.
+fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
+    let AdminResponse::Results(results) = response else {
+        return;
+    };
+    let what = match request {
+        AdminRequest::CreateTopics {
+            validate_only: true,
+            ..
+        }
+        | AdminRequest::CreatePartitions {
+            validate_only: true,
+            ..
+        }
+        | AdminRequest::AlterTopicConfigs {
+            validate_only: true,
+            ..
+        } => return,
+        AdminRequest::CreateTopics { .. } => "topic created",
+        AdminRequest::DeleteTopics { .. } => "topic deleted",
+        AdminRequest::CreatePartitions { .. } => "partitions added",
+        AdminRequest::AlterTopicConfigs { .. } => "topic configs changed",
+        AdminRequest::AllocateProducerIds { .. } => return,
+    };
+    for r in results {
+        if r.error_code == 0 {
+            tracing::info!(topic = %r.name, "{what}");
+        } else {
+            tracing::debug!(topic = %r.name, error_code = r.error_code, message = ?r.message, "{what}: rejected");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -818,40 +852,6 @@ mod tests {
         assert!(validate_topic_name(&"a".repeat(249)).is_ok());
         for bad in ["", ".", "..", "a b", "a/b", "ü", &"a".repeat(250)] {
             assert!(validate_topic_name(bad).is_err(), "{bad:?}");
-        }
-    }
-}
-
-/// One log line per admin change that took effect (topic created, deleted, grown,
-/// reconfigured); rejected items are logged at debug.
-fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
-    let AdminResponse::Results(results) = response else {
-        return;
-    };
-    let what = match request {
-        AdminRequest::CreateTopics {
-            validate_only: true,
-            ..
-        }
-        | AdminRequest::CreatePartitions {
-            validate_only: true,
-            ..
-        }
-        | AdminRequest::AlterTopicConfigs {
-            validate_only: true,
-            ..
-        } => return,
-        AdminRequest::CreateTopics { .. } => "topic created",
-        AdminRequest::DeleteTopics { .. } => "topic deleted",
-        AdminRequest::CreatePartitions { .. } => "partitions added",
-        AdminRequest::AlterTopicConfigs { .. } => "topic configs changed",
-        AdminRequest::AllocateProducerIds { .. } => return,
-    };
-    for r in results {
-        if r.error_code == 0 {
-            tracing::info!(topic = %r.name, "{what}");
-        } else {
-            tracing::debug!(topic = %r.name, error_code = r.error_code, message = ?r.message, "{what}: rejected");
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod errors;
 pub mod fetch;
+pub mod find_coordinator;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -44,6 +45,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::FindCoordinator, 0, 4),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -61,6 +63,9 @@ pub async fn handle(
     let version = header.request_api_version;
     Some(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
+        }
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
         RequestKind::Produce(r) => {
             return produce::handle(ctx, r, version)

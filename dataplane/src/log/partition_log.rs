@@ -921,13 +921,20 @@ fn is_pid_reset(batch: &RecordBatch) -> bool {
     matches!(batch.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
 }
 
-/// Resolves a timestamp look-up inside the batch that holds the answer.
+/// Resolves a timestamp look-up inside the batch that holds the answer: the first record
+/// whose timestamp is at or after `timestamp_ms`. Uncompressed batches are read in place;
+/// a compressed one is decompressed here, for this look-up only (the data path never
+/// decompresses).
 fn exact_timestamp_match(
     batch: &RecordBatch,
     timestamp_ms: i64,
     log_start: Offset,
 ) -> (i64, Offset) {
-    if batch.compression() == Compression::None && !batch.is_log_append_time() {
+    let fallback = (batch.max_timestamp(), batch.base_offset().max(log_start));
+    if batch.is_log_append_time() {
+        return fallback;
+    }
+    if batch.compression() == Compression::None {
         if let Ok(records) = decode_records(&batch.records(), batch.record_count()) {
             for r in records {
                 let ts = batch.base_timestamp() + r.timestamp_delta;
@@ -937,6 +944,18 @@ fn exact_timestamp_match(
                 }
             }
         }
+        return fallback;
     }
-    (batch.max_timestamp(), batch.base_offset().max(log_start))
+    let mut buf = batch.as_bytes().clone();
+    match kafka_protocol::records::RecordBatchDecoder::decode(&mut buf) {
+        Ok(set) => set
+            .records
+            .iter()
+            .find(|r| r.timestamp >= timestamp_ms && r.offset >= log_start.0)
+            .map_or(fallback, |r| (r.timestamp, Offset(r.offset))),
+        Err(e) => {
+            tracing::warn!(offset = batch.base_offset().0, error = %e, "cannot decompress batch for a timestamp look-up");
+            fallback
+        }
+    }
 }
