@@ -130,11 +130,12 @@ pub async fn handle(
             let keys: Vec<(usize, usize)> = work.iter().map(|w| w.0).collect();
             let out = ctx
                 .run_on(shard, move |ctx| async move {
-                    let mut out = Vec::with_capacity(work.len());
-                    for (_, tp, records, epoch) in work {
-                        out.push(append_on_owner(Rc::clone(&ctx), tp, records, epoch).await);
-                    }
-                    out
+                    // Partitions append concurrently: each write is an io_uring round
+                    // trip, and different partitions' writes can be in flight together.
+                    let appends = work.into_iter().map(|(_, tp, records, epoch)| {
+                        append_on_owner(Rc::clone(&ctx), tp, records, epoch)
+                    });
+                    futures::future::join_all(appends).await
                 })
                 .await;
             match out {
