@@ -1,7 +1,8 @@
 //! Fetch (1), consumer form. Stored batches go out as they are (the log's `Bytes`),
 //! bounded by the high watermark (read_uncommitted) or the last stable offset
 //! (read_committed, with the aborted transactions of the range). MinBytes/MaxWaitMs
-//! long-poll by re-reading until enough data arrived or the wait is over. Twinlog does
+//! long-poll: the fetch sleeps until an append on any shard signals new data (or the
+//! wait is over) and reads again. Twinlog does
 //! not create incremental fetch sessions: it answers session id 0, which tells clients
 //! to keep sending full requests (a correct sessionless answer).
 
@@ -21,8 +22,9 @@ use crate::shard::ShardCtx;
 use crate::types::{Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
 
-/// How often a long-polling fetch looks for new data.
-const LONG_POLL_STEP: Duration = Duration::from_millis(2);
+/// A long-polling fetch re-reads at least this often even without an append signal
+/// (a safety net; appends wake it at once).
+const LONG_POLL_MAX_SLEEP: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Clone, Default)]
 pub struct PartitionFetchResult {
@@ -204,13 +206,20 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
 
     let mut results: Vec<PartitionFetchResult>;
     loop {
+        let arrived = ctx.router.data_arrived();
         results = read_all(ctx, &wanted, read_committed).await;
         let total: usize = results.iter().map(|r| r.records.len()).sum();
         let any_error = results.iter().any(|r| r.error_code != 0);
-        if total >= min_bytes.max(1) || any_error || started.elapsed() >= max_wait {
+        let remaining = max_wait.saturating_sub(started.elapsed());
+        if total >= min_bytes.max(1) || any_error || remaining.is_zero() {
             break;
         }
-        glommio::timer::sleep(LONG_POLL_STEP.min(max_wait.saturating_sub(started.elapsed()))).await;
+        // Wait for an append anywhere (or the deadline), then read again.
+        futures_lite::future::or(
+            arrived,
+            glommio::timer::sleep(remaining.min(LONG_POLL_MAX_SLEEP)),
+        )
+        .await;
     }
 
     // Enforce the response-wide max_bytes in request order: the first non-empty

@@ -63,6 +63,7 @@ pub async fn append_on_owner(
         Ok(info) => {
             let end = log.log_end_offset();
             log.update_high_watermark(end);
+            ctx.router.notify_data_arrived();
             PartitionProduceResult {
                 error_code: 0,
                 error_message: None,

@@ -32,6 +32,9 @@ pub struct ShardGone(pub usize);
 #[derive(Debug, Clone)]
 pub struct ShardRouter {
     senders: Vec<async_channel::Sender<Job>>,
+    /// Signalled after every append on any shard, so long-polling fetches wake up
+    /// instead of re-reading on a timer.
+    data_arrived: Arc<event_listener::Event>,
 }
 
 impl ShardRouter {
@@ -44,7 +47,13 @@ impl ShardRouter {
         let (senders, receivers) = (0..shards)
             .map(|_| async_channel::bounded(queue_max.max(1)))
             .unzip();
-        (ShardRouter { senders }, receivers)
+        (
+            ShardRouter {
+                senders,
+                data_arrived: Arc::new(event_listener::Event::new()),
+            },
+            receivers,
+        )
     }
 
     pub fn shard_count(&self) -> usize {
@@ -68,6 +77,18 @@ impl ShardRouter {
         });
         sender.send(job).await.map_err(|_| ShardGone(shard))?;
         rx.await.map_err(|_| ShardGone(shard))
+    }
+
+    /// Wakes every fetch waiting for new data (call after an append became readable).
+    pub fn notify_data_arrived(&self) {
+        self.data_arrived.notify(usize::MAX);
+    }
+
+    /// A listener that completes at the next [`ShardRouter::notify_data_arrived`]. Take it
+    /// before checking for data, so an append between the check and the wait is not
+    /// missed.
+    pub fn data_arrived(&self) -> event_listener::EventListener {
+        self.data_arrived.listen()
     }
 
     /// Closes every queue: shards finish the jobs already queued and stop.
