@@ -40,6 +40,8 @@ pub struct ServeArgs {
 pub enum ServeError {
     #[error("{0}")]
     Config(#[from] ConfigError),
+    #[error("{path}: {source}")]
+    ConfigFile { path: PathBuf, source: ConfigError },
     #[error("cannot create data dir {path}: {source}")]
     DataDir {
         path: PathBuf,
@@ -59,7 +61,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let mut config = match &args.config {
         Some(path) => BrokerConfig::load(path).map_err(|e| match e {
             ConfigError::Io { .. } | ConfigError::Syntax { .. } => ServeError::Config(e),
-            other => ServeError::Controller(format!("{}: {other}", path.display())),
+            other => ServeError::ConfigFile {
+                path: path.clone(),
+                source: other,
+            },
         })?,
         None => BrokerConfig::default(),
     };

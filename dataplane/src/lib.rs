@@ -7,9 +7,11 @@
 
 pub mod api;
 pub mod controller;
+pub mod group;
 pub mod log;
 pub mod metadata;
 pub mod net;
 pub mod shard;
+pub mod txn;
 pub mod types;
 pub mod wire;
