@@ -39,6 +39,9 @@ def main():
 
     producer = KafkaProducer(
         bootstrap_servers=[a.bootstrap],
+        # kafka-python guesses the broker version from ApiVersions within this time and
+        # falls back to 0.8-era requests when it runs out (seen on a loaded CI machine).
+        api_version_auto_timeout_ms=30000,
         acks="all",
         linger_ms=5,
         compression_type=a.compression,
@@ -89,6 +92,7 @@ def main():
 
     consumer = KafkaConsumer(
         bootstrap_servers=[a.bootstrap],
+        api_version_auto_timeout_ms=30000,
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -22,7 +22,9 @@ pub async fn handle(
 ) -> MetadataResponse {
     let mut image = ctx.metadata.load();
     // Topics named by the request (by name, or by id from v10), or None for all.
-    let wanted: Option<Vec<(Option<String>, uuid::Uuid)>> = request.topics.map(|ts| {
+    // v0 has no null topic list: an empty one means all topics.
+    let topics = request.topics.filter(|ts| version > 0 || !ts.is_empty());
+    let wanted: Option<Vec<(Option<String>, uuid::Uuid)>> = topics.map(|ts| {
         ts.into_iter()
             .map(|t| (t.name.map(|n| n.0.to_string()), t.topic_id))
             .collect()
@@ -109,7 +111,9 @@ fn build(
     if version >= 2 {
         resp.cluster_id = Some(str_bytes(image.cluster_id.clone()));
     }
-    resp.controller_id = BrokerId(image.node_id);
+    if version >= 1 {
+        resp.controller_id = BrokerId(image.node_id);
+    }
     resp
 }
 
@@ -131,7 +135,7 @@ fn topic_response(t: &TopicImage, version: i16) -> MetadataResponseTopic {
         .collect();
     let mut r = MetadataResponseTopic::default()
         .with_name(Some(topic_name(&t.name)))
-        .with_is_internal(t.internal)
+        .with_is_internal(version >= 1 && t.internal)
         .with_partitions(partitions);
     if version >= 10 {
         r.topic_id = t.id;

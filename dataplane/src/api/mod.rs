@@ -33,7 +33,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 10),
     (ApiKey::Fetch, 4, 16),
     (ApiKey::ListOffsets, 1, 8),
-    (ApiKey::Metadata, 1, 12),
+    (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
