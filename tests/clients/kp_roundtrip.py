@@ -24,6 +24,16 @@ from kt_common import (
 )
 
 
+
+# kafka-python 2.x guesses the broker version from ApiVersions within a 2 s default and
+# falls back to 0.8-era requests when that runs out (seen on a loaded CI machine); 3.x
+# removed the setting.
+import kafka as _kafka
+
+VERSION_PROBE = (
+    {"api_version_auto_timeout_ms": 30000} if _kafka.__version__.startswith("2.") else {}
+)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bootstrap", required=True)
@@ -39,9 +49,7 @@ def main():
 
     producer = KafkaProducer(
         bootstrap_servers=[a.bootstrap],
-        # kafka-python guesses the broker version from ApiVersions within this time and
-        # falls back to 0.8-era requests when it runs out (seen on a loaded CI machine).
-        api_version_auto_timeout_ms=30000,
+        **VERSION_PROBE,
         acks="all",
         linger_ms=5,
         compression_type=a.compression,
@@ -92,7 +100,7 @@ def main():
 
     consumer = KafkaConsumer(
         bootstrap_servers=[a.bootstrap],
-        api_version_auto_timeout_ms=30000,
+        **VERSION_PROBE,
         group_id=None,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
