@@ -71,6 +71,32 @@ pub fn records(data: &[u8]) {
     }
 }
 
+/// The decoders of the coordinators' internal topics (`__consumer_offsets`,
+/// `__transaction_state`): keys and values read back from disk at every load. The
+/// first byte picks the decoder, the rest is its input.
+pub fn coordinator_records(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    match which % 5 {
+        0 => {
+            let _ = dataplane::group::records::RecordKey::decode(rest);
+        }
+        1 => {
+            let _ = dataplane::group::records::OffsetCommitValue::decode(rest);
+        }
+        2 => {
+            let _ = dataplane::group::records::GroupMetadataValue::decode(rest);
+        }
+        3 => {
+            let _ = dataplane::txn::records::decode_key(rest);
+        }
+        _ => {
+            let _ = dataplane::txn::records::decode_value(rest);
+        }
+    }
+}
+
 fn drain(buf: Bytes, verify_crc: bool) {
     let len = buf.len();
     let mut iter = BatchIter::new(buf, 0, verify_crc);
@@ -235,6 +261,7 @@ mod tests {
         for (target, run) in [
             ("batch_header", batch_header as fn(&[u8])),
             ("records", records as fn(&[u8])),
+            ("coordinator_records", coordinator_records as fn(&[u8])),
         ] {
             let dir = seed_dir(target);
             let entries = std::fs::read_dir(&dir).expect("seed directory exists");
