@@ -102,6 +102,16 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// The `log.*` broker keys: the defaults of every topic's `LogConfig`.
     pub log: LogConfig,
+    /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
+    pub offsets_topic_num_partitions: i32,
+    /// `group.initial.rebalance.delay.ms`.
+    pub group_initial_rebalance_delay_ms: i32,
+    /// `group.min.session.timeout.ms`.
+    pub group_min_session_timeout_ms: i32,
+    /// `group.max.session.timeout.ms`.
+    pub group_max_session_timeout_ms: i32,
+    /// `offsets.retention.minutes`: how long committed offsets of an empty group live.
+    pub offsets_retention_minutes: i64,
     /// `[[shard]]` tables. Empty until `resolve_shards` when the file has none, then one
     /// per available core.
     pub shards: Vec<ShardConfig>,
@@ -154,6 +164,11 @@ impl Default for BrokerConfig {
             message_max_bytes: log.max_message_bytes,
             log_retention_check_interval_ms: 300_000,
             log,
+            offsets_topic_num_partitions: 50,
+            group_initial_rebalance_delay_ms: 3_000,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            offsets_retention_minutes: 10_080,
             shards: Vec::new(),
         }
     }
@@ -183,6 +198,11 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "producer.id.expiration.ms",
+    "offsets.topic.num.partitions",
+    "group.initial.rebalance.delay.ms",
+    "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms",
+    "offsets.retention.minutes",
 ];
 
 /// Keys accepted inside a `[[shard]]` table.
@@ -292,6 +312,21 @@ impl BrokerConfig {
         if let Some((k, v)) = get("message.max.bytes") {
             LogField::MaxMessageBytes.apply(&mut self.log, k, &v)?;
             self.message_max_bytes = self.log.max_message_bytes;
+        }
+        if let Some((k, v)) = get("offsets.topic.num.partitions") {
+            self.offsets_topic_num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("group.initial.rebalance.delay.ms") {
+            self.group_initial_rebalance_delay_ms = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("group.min.session.timeout.ms") {
+            self.group_min_session_timeout_ms = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("group.max.session.timeout.ms") {
+            self.group_max_session_timeout_ms = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("offsets.retention.minutes") {
+            self.offsets_retention_minutes = int_in(k, &v, POSITIVE_I32)?;
         }
         if let Some((k, v)) = get("log.retention.check.interval.ms") {
             self.log_retention_check_interval_ms = int_in(k, &v, POSITIVE_I64)? as u64;
@@ -1350,5 +1385,30 @@ mod tests {
         c.apply_overrides(None, Some(addr("0.0.0.0:2222")));
         assert_eq!(c.data_dir, PathBuf::from("/from/cli"));
         assert_eq!(c.listen, addr("0.0.0.0:2222"));
+    }
+
+    #[test]
+    fn group_coordinator_keys() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.offsets_topic_num_partitions, 50);
+        assert_eq!(c.group_initial_rebalance_delay_ms, 3_000);
+        assert_eq!(c.group_min_session_timeout_ms, 6_000);
+        assert_eq!(c.group_max_session_timeout_ms, 1_800_000);
+        assert_eq!(c.offsets_retention_minutes, 10_080);
+        let c = parse(
+            r#"
+            "offsets.topic.num.partitions" = 3
+            "group.initial.rebalance.delay.ms" = 0
+            "group.min.session.timeout.ms" = 1000
+            "group.max.session.timeout.ms" = 60000
+            "offsets.retention.minutes" = 60
+            "#,
+        );
+        assert_eq!(c.offsets_topic_num_partitions, 3);
+        assert_eq!(c.group_initial_rebalance_delay_ms, 0);
+        assert_eq!(c.group_min_session_timeout_ms, 1_000);
+        assert_eq!(c.group_max_session_timeout_ms, 60_000);
+        assert_eq!(c.offsets_retention_minutes, 60);
+        parse_err("\"offsets.topic.num.partitions\" = 0");
     }
 }

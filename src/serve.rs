@@ -14,6 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
+use dataplane::controller::{AdminRequest, AdminResponse, NewTopic};
+use dataplane::group::runtime::{GroupRuntime, OFFSETS_TOPIC};
+use dataplane::group::GroupConfig;
 use dataplane::metadata::{MetadataCell, MetadataImage};
 use dataplane::shard::{ShardCtx, ShardRouter, ShardSettings};
 use glommio::{LocalExecutorBuilder, Placement};
@@ -127,6 +130,22 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         log_retention_check_interval_ms: config.log_retention_check_interval_ms,
         default_log_config: config.log.clone(),
     });
+    // The group coordinators follow the partition count `__consumer_offsets` already has.
+    let offsets_partitions = metadata
+        .load()
+        .topics
+        .get(OFFSETS_TOPIC)
+        .map_or(config.offsets_topic_num_partitions, |t| {
+            t.partitions.len() as i32
+        });
+    let group_config = GroupConfig {
+        min_session_timeout_ms: config.group_min_session_timeout_ms,
+        max_session_timeout_ms: config.group_max_session_timeout_ms,
+        initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+        offsets_retention_ms: config.offsets_retention_minutes * 60 * 1000,
+        offsets_topic_partitions: offsets_partitions,
+        ..GroupConfig::default()
+    };
     // Shutdown happens in two phases across all shards: stop serving, then close logs.
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
     let stopped_serving = Arc::new(AtomicUsize::new(0));
@@ -141,16 +160,18 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             stop_rx.clone(),
             Arc::clone(&stopped_serving),
             ready_tx.clone(),
+            group_config.clone(),
         );
         let listen = config.listen;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
             .name(&format!("shard-{id}"))
             .io_memory(shard_cfg.io_memory_bytes)
             .spawn(move || async move {
-                let (router, metadata, controller, settings, stop, stopped, ready) = ctx_parts;
+                let (router, metadata, controller, settings, stop, stopped, ready, groups) =
+                    ctx_parts;
                 run_shard(
                     id, shards, listen, router, metadata, controller, settings, jobs, stop,
-                    stopped, ready,
+                    stopped, ready, groups,
                 )
                 .await;
             })
@@ -218,6 +239,7 @@ async fn run_shard(
     stop: async_channel::Receiver<()>,
     stopped_serving: Arc<AtomicUsize>,
     ready: mpsc::Sender<Result<usize, (usize, String)>>,
+    group_config: GroupConfig,
 ) {
     let ctx = ShardCtx::new(
         id,
@@ -226,6 +248,9 @@ async fn run_shard(
         controller,
         Arc::clone(&settings),
     );
+    let offsets_partitions = group_config.offsets_topic_partitions;
+    let group_runtime = GroupRuntime::new(group_config);
+    ctx.set_group_runtime(Rc::clone(&group_runtime));
     glommio::spawn_local(Rc::clone(&ctx).run_jobs(jobs)).detach();
     // Open the partitions this shard owns.
     let mut opened = 0usize;
@@ -268,11 +293,19 @@ async fn run_shard(
             }
         })
     };
+    if id == 0 && !metadata.load().topics.contains_key(OFFSETS_TOPIC) {
+        glommio::spawn_local(create_offsets_topic(Rc::clone(&ctx), offsets_partitions)).detach();
+    }
+    // Loads the owned `__consumer_offsets` partitions, then drives the group timers.
+    let groups = glommio::spawn_local(Rc::clone(&group_runtime).run(Rc::clone(&ctx)));
     let _ = stop.recv().await;
     serving.await;
+    // A JoinGroup parked for a rebalance must not hold the connection open.
+    group_runtime.shutdown();
     // Connections finish the request in hand, then close.
     let _ = gate.close().await;
     housekeeping.cancel().await;
+    groups.cancel().await;
     // Phase two once every shard has stopped serving: requests from other shards' connections
     // may still need this shard's partitions until then.
     stopped_serving.fetch_add(1, Ordering::SeqCst);
@@ -281,6 +314,29 @@ async fn run_shard(
     }
     ctx.close_all().await;
     tracing::info!(shard = id, "shard stopped");
+}
+
+/// Creates `__consumer_offsets` (compacted) through the controller.
+async fn create_offsets_topic(ctx: Rc<ShardCtx>, partitions: i32) {
+    let rx = ctx.controller.submit(AdminRequest::CreateTopics {
+        topics: vec![NewTopic {
+            name: OFFSETS_TOPIC.to_string(),
+            num_partitions: partitions,
+            replication_factor: 1,
+            configs: vec![("cleanup.policy".to_string(), Some("compact".to_string()))],
+        }],
+        validate_only: false,
+    });
+    match rx.await {
+        Ok(AdminResponse::Results(results))
+            if results
+                .iter()
+                .all(|r| r.error_code == 0 || r.error_code == 36) =>
+        {
+            tracing::info!(partitions, "{OFFSETS_TOPIC} created");
+        }
+        other => tracing::error!(answer = ?other, "cannot create {OFFSETS_TOPIC}"),
+    }
 }
 
 /// glommio registers io memory in three rings per executor; unprivileged users are

@@ -75,8 +75,13 @@ fn confluent_kafka_current_100k_idempotent_lz4() {
         log.without_producer_id, 0,
         "batches without a producer id: the producer was not idempotent ({log:?})"
     );
+    // librdkafka keeps a batch uncompressed when lz4 would not make it smaller (a tiny
+    // batch under load), so a few `none` batches are legitimate; LZ4 being disabled
+    // makes them all `none`.
+    let lz4 = log.codecs.get("lz4").copied().unwrap_or(0);
+    let none = log.codecs.get("none").copied().unwrap_or(0);
     assert!(
-        log.codecs.get("lz4").copied().unwrap_or(0) == log.batches,
+        lz4 + none == log.batches && lz4 * 10 >= log.batches * 9,
         "the producer asked for lz4 but the log holds {:?}. librdkafka disables LZ4 \
          (\"Broker does not support compression type lz4: not compressing batch\") when \
          ApiVersions does not list FindCoordinator, its proxy for the LZ4 feature",

@@ -8,18 +8,28 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
+pub mod heartbeat;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sync_group;
 
 use std::rc::Rc;
 
@@ -46,6 +56,16 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::FindCoordinator, 0, 4),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::ListGroups, 0, 5),
+    (ApiKey::DescribeGroups, 0, 5),
+    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -105,6 +125,36 @@ pub async fn handle(
         ),
         RequestKind::InitProducerId(r) => {
             ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, version).await)
+        }
+        RequestKind::JoinGroup(r) => {
+            ResponseKind::JoinGroup(join_group::handle(ctx, header, r, version).await)
+        }
+        RequestKind::SyncGroup(r) => {
+            ResponseKind::SyncGroup(sync_group::handle(ctx, r, version).await)
+        }
+        RequestKind::Heartbeat(r) => {
+            ResponseKind::Heartbeat(heartbeat::handle(ctx, r, version).await)
+        }
+        RequestKind::LeaveGroup(r) => {
+            ResponseKind::LeaveGroup(leave_group::handle(ctx, r, version).await)
+        }
+        RequestKind::OffsetCommit(r) => {
+            ResponseKind::OffsetCommit(offset_commit::handle(ctx, r, version).await)
+        }
+        RequestKind::OffsetFetch(r) => {
+            ResponseKind::OffsetFetch(offset_fetch::handle(ctx, r, version).await)
+        }
+        RequestKind::ListGroups(r) => {
+            ResponseKind::ListGroups(list_groups::handle(ctx, r, version).await)
+        }
+        RequestKind::DescribeGroups(r) => {
+            ResponseKind::DescribeGroups(describe_groups::handle(ctx, r, version).await)
+        }
+        RequestKind::DeleteGroups(r) => {
+            ResponseKind::DeleteGroups(delete_groups::handle(ctx, r, version).await)
+        }
+        RequestKind::OffsetDelete(r) => {
+            ResponseKind::OffsetDelete(offset_delete::handle(ctx, r, version).await)
         }
         other => {
             // is_supported() filters everything else before decoding.

@@ -18,6 +18,7 @@
 
 pub mod messages;
 pub mod records;
+pub mod runtime;
 pub mod state;
 
 pub use messages::*;

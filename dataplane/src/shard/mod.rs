@@ -129,6 +129,8 @@ pub struct ShardCtx {
     partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
     /// Producer ids reserved for this shard's InitProducerId answers: [next, end).
     producer_ids: RefCell<(i64, i64)>,
+    /// The group coordinators of the `__consumer_offsets` partitions this shard owns.
+    group_runtime: std::cell::OnceCell<Rc<crate::group::runtime::GroupRuntime>>,
 }
 
 pub fn now_ms() -> i64 {
@@ -153,7 +155,18 @@ impl ShardCtx {
             settings,
             partitions: RefCell::new(HashMap::new()),
             producer_ids: RefCell::new((0, 0)),
+            group_runtime: std::cell::OnceCell::new(),
         })
+    }
+
+    /// Installs this shard's group runtime (once, at start-up).
+    pub fn set_group_runtime(&self, runtime: Rc<crate::group::runtime::GroupRuntime>) {
+        let _ = self.group_runtime.set(runtime);
+    }
+
+    /// This shard's group runtime; `None` before start-up installed one.
+    pub fn group_runtime(&self) -> Option<Rc<crate::group::runtime::GroupRuntime>> {
+        self.group_runtime.get().cloned()
     }
 
     /// Serves jobs from other shards (and the controller) until the queue closes.

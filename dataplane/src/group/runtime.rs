@@ -1,0 +1,490 @@
+//! The group coordinator at work on a shard: one [`GroupCoordinator`] per
+//! `__consumer_offsets` partition the shard owns, loaded from that partition's log, with
+//! its effects applied (records appended, then parked JoinGroup/SyncGroup responses
+//! delivered) and its timers driven.
+//!
+//! A group's requests may arrive on any shard; [`call_group`] forwards them to the shard
+//! owning the group's `__consumer_offsets` partition. Every coordinator call and the
+//! append of its records happen under one per-shard permit, so records reach the log in
+//! the order the state machine produced them.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use kafka_protocol::ResponseError;
+
+use super::messages::*;
+use super::{GroupConfig, GroupCoordinator};
+use crate::log::AppendKind;
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, Offset, ProducerId, TopicPartition};
+use crate::wire::batch::{BatchBuilder, BatchIter, Compression};
+use crate::wire::control::ControlType;
+use crate::wire::records::{decode_records, encode_record};
+
+/// The internal topic holding groups and committed offsets.
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// How often the timer task looks for due coordinator deadlines.
+const TICK_EVERY: Duration = Duration::from_millis(100);
+
+/// Bytes read per step when replaying a partition.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+enum Waiter {
+    Join(oneshot::Sender<JoinGroupResponse>),
+    Sync(oneshot::Sender<SyncGroupResponse>),
+}
+
+/// One shard's group coordinators.
+pub struct GroupRuntime {
+    config: GroupConfig,
+    coordinators: RefCell<HashMap<i32, GroupCoordinator>>,
+    waiters: RefCell<HashMap<WaiterId, Waiter>>,
+    next_waiter: Cell<WaiterId>,
+    /// Set at shutdown: parked responses were answered and new calls are refused.
+    closing: Cell<bool>,
+    /// Serializes coordinator calls with the appends of their records (and loads).
+    permit: glommio::sync::Semaphore,
+}
+
+impl std::fmt::Debug for GroupRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupRuntime")
+            .field("config", &self.config)
+            .field(
+                "loaded",
+                &self.coordinators.borrow().keys().collect::<Vec<_>>(),
+            )
+            .field("waiters", &self.waiters.borrow().len())
+            .finish()
+    }
+}
+
+fn coordinator_not_available() -> i16 {
+    ResponseError::CoordinatorNotAvailable.code()
+}
+
+impl GroupRuntime {
+    pub fn new(config: GroupConfig) -> Rc<GroupRuntime> {
+        Rc::new(GroupRuntime {
+            config,
+            coordinators: RefCell::new(HashMap::new()),
+            waiters: RefCell::new(HashMap::new()),
+            next_waiter: Cell::new(1),
+            closing: Cell::new(false),
+            permit: glommio::sync::Semaphore::new(1),
+        })
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    /// The `__consumer_offsets` partition of `group_id`.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        super::partition_for(group_id, self.config.offsets_topic_partitions.max(1))
+    }
+
+    fn new_waiter(&self, waiter: Waiter) -> WaiterId {
+        let id = self.next_waiter.get();
+        self.next_waiter.set(id + 1);
+        self.waiters.borrow_mut().insert(id, waiter);
+        id
+    }
+
+    /// A waiter for a JoinGroup response and where it arrives.
+    pub fn register_join(&self) -> (WaiterId, oneshot::Receiver<JoinGroupResponse>) {
+        let (tx, rx) = oneshot::channel();
+        (self.new_waiter(Waiter::Join(tx)), rx)
+    }
+
+    /// A waiter for a SyncGroup response and where it arrives.
+    pub fn register_sync(&self) -> (WaiterId, oneshot::Receiver<SyncGroupResponse>) {
+        let (tx, rx) = oneshot::channel();
+        (self.new_waiter(Waiter::Sync(tx)), rx)
+    }
+
+    pub fn forget_waiter(&self, id: WaiterId) {
+        self.waiters.borrow_mut().remove(&id);
+    }
+
+    /// Loads the coordinator of offsets partition `partition` from its log unless it is
+    /// loaded already.
+    pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        if self.coordinators.borrow().contains_key(&partition) {
+            return Ok(());
+        }
+        let _permit = self
+            .permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        self.load_locked(ctx, partition).await
+    }
+
+    async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        if self.coordinators.borrow().contains_key(&partition) {
+            return Ok(());
+        }
+        let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
+        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
+        let log = owned
+            .log
+            .read()
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        // (key, value, producer id) or a marker (producer id, commit).
+        enum Entry {
+            Record(Bytes, Option<Bytes>, Option<ProducerId>),
+            Marker(ProducerId, bool),
+        }
+        let mut entries = Vec::new();
+        let mut offset = log.log_start_offset();
+        let end = log.log_end_offset();
+        while offset < end {
+            let data = log.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
+                tracing::error!(%tp, error = %e, "cannot read __consumer_offsets");
+                coordinator_not_available()
+            })?;
+            if data.records.is_empty() {
+                break;
+            }
+            let mut progressed = false;
+            for batch in BatchIter::new(data.records, data.position, false) {
+                let Ok(batch) = batch else { break };
+                if batch.next_offset() <= offset {
+                    continue;
+                }
+                progressed = true;
+                offset = batch.next_offset();
+                let pid = batch.is_transactional().then(|| batch.producer_id());
+                if batch.is_control() {
+                    if let (Some(pid), Ok(marker)) = (pid, batch.control_record()) {
+                        match marker.kind {
+                            ControlType::Commit => entries.push(Entry::Marker(pid, true)),
+                            ControlType::Abort => entries.push(Entry::Marker(pid, false)),
+                            _ => {}
+                        }
+                    }
+                    continue;
+                }
+                if batch.compression() != Compression::None {
+                    tracing::warn!(%tp, "compressed __consumer_offsets batch skipped");
+                    continue;
+                }
+                match decode_records(&batch.records(), batch.record_count()) {
+                    Ok(records) => {
+                        for r in records {
+                            if let Some(key) = r.key {
+                                entries.push(Entry::Record(key, r.value, pid));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%tp, error = %e, "undecodable __consumer_offsets batch")
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        drop(log);
+        let mut coordinator = GroupCoordinator::new(self.config.clone());
+        let count = entries.len();
+        let load = entries.iter().map(|e| match e {
+            Entry::Record(k, v, pid) => LoadEntry::Record {
+                key: k,
+                value: v.as_deref(),
+                producer_id: *pid,
+            },
+            Entry::Marker(pid, commit) => LoadEntry::TxnMarker {
+                producer_id: *pid,
+                commit: *commit,
+            },
+        });
+        if let Err(e) = coordinator.load_entries(load, now_ms()) {
+            tracing::error!(%tp, error = %e, "cannot load __consumer_offsets");
+            return Err(coordinator_not_available());
+        }
+        if count > 0 {
+            tracing::info!(%tp, records = count, "group coordinator loaded");
+        } else {
+            tracing::debug!(%tp, "group coordinator loaded (empty)");
+        }
+        self.coordinators
+            .borrow_mut()
+            .insert(partition, coordinator);
+        Ok(())
+    }
+
+    /// Calls the coordinator of `partition`, appends the records of its effects, then
+    /// delivers the parked responses. `Err`: a Kafka error code (coordinator not
+    /// available, or the records could not be written).
+    pub async fn call<R>(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        f: impl FnOnce(&mut GroupCoordinator, i64) -> (R, Effects),
+    ) -> Result<R, i16> {
+        if self.closing.get() {
+            return Err(ResponseError::NotCoordinator.code());
+        }
+        let _permit = self
+            .permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        self.load_locked(ctx, partition).await?;
+        let (out, effects) = {
+            let mut all = self.coordinators.borrow_mut();
+            let coordinator = all
+                .get_mut(&partition)
+                .ok_or_else(coordinator_not_available)?;
+            f(coordinator, now_ms())
+        };
+        let written = self.append(ctx, &effects.records).await;
+        self.deliver(effects, written.err());
+        written.map(|()| out)
+    }
+
+    /// Reads a loaded coordinator (loading it first).
+    pub async fn read<R>(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        f: impl FnOnce(&GroupCoordinator) -> R,
+    ) -> Result<R, i16> {
+        self.ensure_loaded(ctx, partition).await?;
+        let all = self.coordinators.borrow();
+        let coordinator = all.get(&partition).ok_or_else(coordinator_not_available)?;
+        Ok(f(coordinator))
+    }
+
+    /// The offsets partitions loaded here.
+    pub fn loaded_partitions(&self) -> Vec<i32> {
+        self.coordinators.borrow().keys().copied().collect()
+    }
+
+    async fn append(&self, ctx: &Rc<ShardCtx>, records: &[CoordinatorRecord]) -> Result<(), i16> {
+        let mut start = 0;
+        while start < records.len() {
+            let partition = records[start].partition;
+            let end = records[start..]
+                .iter()
+                .position(|r| r.partition != partition)
+                .map_or(records.len(), |n| start + n);
+            self.append_batch(ctx, partition, &records[start..end])
+                .await?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    async fn append_batch(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        records: &[CoordinatorRecord],
+    ) -> Result<(), i16> {
+        let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
+        let epoch = ctx
+            .metadata
+            .load()
+            .partition(&tp)
+            .map_or(0, |p| p.leader_epoch);
+        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
+        let mut body = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            encode_record(&mut body, i as i32, 0, Some(&r.key), r.value.as_deref());
+        }
+        let now = now_ms();
+        let n = records.len() as i32;
+        let batch = BatchBuilder {
+            last_offset_delta: n - 1,
+            record_count: n,
+            base_timestamp: now,
+            max_timestamp: now,
+            ..BatchBuilder::default()
+        }
+        .build(&body);
+        let mut log = owned
+            .log
+            .write()
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        match log
+            .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
+            .await
+        {
+            Ok(_) => {
+                let end: Offset = log.log_end_offset();
+                log.update_high_watermark(end);
+                ctx.router.notify_data_arrived();
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(%tp, error = %e, "cannot append to __consumer_offsets");
+                Err(ResponseError::UnknownServerError.code())
+            }
+        }
+    }
+
+    fn deliver(&self, effects: Effects, failed: Option<i16>) {
+        let mut waiters = self.waiters.borrow_mut();
+        for (id, mut resp) in effects.join_responses {
+            if let (Some(code), 0) = (failed, resp.error_code) {
+                resp.error_code = code;
+            }
+            if let Some(Waiter::Join(tx)) = waiters.remove(&id) {
+                let _ = tx.send(resp);
+            }
+        }
+        for (id, mut resp) in effects.sync_responses {
+            if let (Some(code), 0) = (failed, resp.error_code) {
+                resp.error_code = code;
+            }
+            if let Some(Waiter::Sync(tx)) = waiters.remove(&id) {
+                let _ = tx.send(resp);
+            }
+        }
+    }
+
+    /// At shutdown: answers every parked JoinGroup/SyncGroup with NOT_COORDINATOR (the
+    /// client looks the coordinator up again) so no connection waits for a rebalance
+    /// that will not complete here, and refuses further calls.
+    pub fn shutdown(&self) {
+        self.closing.set(true);
+        let code = ResponseError::NotCoordinator.code();
+        for (_, waiter) in self.waiters.borrow_mut().drain() {
+            match waiter {
+                Waiter::Join(tx) => {
+                    let _ = tx.send(JoinGroupResponse {
+                        error_code: code,
+                        generation_id: -1,
+                        protocol_type: None,
+                        protocol_name: None,
+                        leader: String::new(),
+                        skip_assignment: false,
+                        member_id: String::new(),
+                        members: Vec::new(),
+                    });
+                }
+                Waiter::Sync(tx) => {
+                    let _ = tx.send(SyncGroupResponse {
+                        error_code: code,
+                        protocol_type: None,
+                        protocol_name: None,
+                        assignment: Bytes::new(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Loads every offsets partition this shard owns, then ticks due coordinators every
+    /// [`TICK_EVERY`] until the shard stops.
+    pub async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
+        let mut all_loaded = false;
+        loop {
+            if !all_loaded {
+                all_loaded = self.load_owned(&ctx).await;
+            }
+            let now = now_ms();
+            let due: Vec<i32> = self
+                .coordinators
+                .borrow()
+                .iter()
+                .filter(|(_, c)| c.next_deadline_ms().is_some_and(|d| d <= now))
+                .map(|(p, _)| *p)
+                .collect();
+            for p in due {
+                if let Err(code) = self.call(&ctx, p, |c, now| ((), c.tick(now))).await {
+                    tracing::warn!(partition = p, code, "group coordinator tick failed");
+                }
+            }
+            glommio::timer::sleep(TICK_EVERY).await;
+        }
+    }
+
+    /// Loads the owned offsets partitions; `true` once all are loaded.
+    async fn load_owned(&self, ctx: &Rc<ShardCtx>) -> bool {
+        let image = ctx.metadata.load();
+        let Some(topic) = image.topics.get(OFFSETS_TOPIC) else {
+            return false;
+        };
+        let mut ok = true;
+        for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
+            if self.ensure_loaded(ctx, p.partition).await.is_err() {
+                ok = false;
+            }
+        }
+        ok
+    }
+}
+
+/// Runs `f` on the shard owning `group_id`'s coordinator, with that shard's runtime and
+/// the group's offsets partition. `Err`: a Kafka error code.
+pub async fn call_group<R, F, Fut>(ctx: &Rc<ShardCtx>, group_id: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<ShardCtx>, Rc<GroupRuntime>, i32) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<R, i16>> + 'static,
+{
+    let runtime = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
+    let image = ctx.metadata.load();
+    let topic = image
+        .topics
+        .get(OFFSETS_TOPIC)
+        .ok_or_else(coordinator_not_available)?;
+    if topic.partitions.len() as i32 != runtime.config().offsets_topic_partitions {
+        tracing::warn!(
+            have = topic.partitions.len(),
+            want = runtime.config().offsets_topic_partitions,
+            "__consumer_offsets partition count differs from the coordinator's"
+        );
+    }
+    let partition = runtime.partition_for(group_id);
+    let shard = topic
+        .partitions
+        .get(partition as usize)
+        .ok_or_else(coordinator_not_available)?
+        .shard;
+    ctx.run_on(shard, move |ctx| async move {
+        let runtime = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
+        f(ctx, runtime, partition).await
+    })
+    .await
+    .map_err(|_| coordinator_not_available())?
+}
+
+/// Runs `f` on every shard with its runtime and collects the results (ListGroups).
+pub async fn on_all_shards<R, F, Fut>(ctx: &Rc<ShardCtx>, f: F) -> Vec<R>
+where
+    R: Send + 'static,
+    F: Fn(Rc<ShardCtx>, Rc<GroupRuntime>) -> Fut + Send + Clone + 'static,
+    Fut: Future<Output = R> + 'static,
+{
+    let mut out = Vec::new();
+    for shard in 0..ctx.router.shard_count() {
+        let f = f.clone();
+        let r = ctx
+            .run_on(shard, move |ctx| async move {
+                match ctx.group_runtime() {
+                    Some(rt) => Some(f(ctx, rt).await),
+                    None => None,
+                }
+            })
+            .await;
+        if let Ok(Some(r)) = r {
+            out.push(r);
+        }
+    }
+    out
+}
