@@ -112,6 +112,14 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     /// `offsets.retention.minutes`: how long committed offsets of an empty group live.
     pub offsets_retention_minutes: i64,
+    /// `transaction.state.log.num.partitions`: partitions of `__transaction_state` when
+    /// created.
+    pub transaction_state_log_num_partitions: i32,
+    /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask for.
+    pub transaction_max_timeout_ms: i32,
+    /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
+    /// transactions are looked for.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: i32,
     /// `[[shard]]` tables. Empty until `resolve_shards` when the file has none, then one
     /// per available core.
     pub shards: Vec<ShardConfig>,
@@ -169,6 +177,9 @@ impl Default for BrokerConfig {
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
             offsets_retention_minutes: 10_080,
+            transaction_state_log_num_partitions: 50,
+            transaction_max_timeout_ms: 900_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             shards: Vec::new(),
         }
     }
@@ -203,6 +214,9 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
     "offsets.retention.minutes",
+    "transaction.state.log.num.partitions",
+    "transaction.max.timeout.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
 ];
 
 /// Keys accepted inside a `[[shard]]` table.
@@ -327,6 +341,16 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("offsets.retention.minutes") {
             self.offsets_retention_minutes = int_in(k, &v, POSITIVE_I32)?;
+        }
+        if let Some((k, v)) = get("transaction.state.log.num.partitions") {
+            self.transaction_state_log_num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("transaction.max.timeout.ms") {
+            self.transaction_max_timeout_ms = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("transaction.abort.timed.out.transaction.cleanup.interval.ms") {
+            self.transaction_abort_timed_out_transaction_cleanup_interval_ms =
+                int_in(k, &v, POSITIVE_I32)? as i32;
         }
         if let Some((k, v)) = get("log.retention.check.interval.ms") {
             self.log_retention_check_interval_ms = int_in(k, &v, POSITIVE_I64)? as u64;
@@ -1410,5 +1434,30 @@ mod tests {
         assert_eq!(c.group_max_session_timeout_ms, 60_000);
         assert_eq!(c.offsets_retention_minutes, 60);
         parse_err("\"offsets.topic.num.partitions\" = 0");
+    }
+
+    #[test]
+    fn transaction_coordinator_keys() {
+        let c = BrokerConfig::default();
+        assert_eq!(c.transaction_state_log_num_partitions, 50);
+        assert_eq!(c.transaction_max_timeout_ms, 900_000);
+        assert_eq!(
+            c.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            10_000
+        );
+        let c = parse(
+            r#"
+            "transaction.state.log.num.partitions" = 4
+            "transaction.max.timeout.ms" = 60000
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms" = 500
+            "#,
+        );
+        assert_eq!(c.transaction_state_log_num_partitions, 4);
+        assert_eq!(c.transaction_max_timeout_ms, 60_000);
+        assert_eq!(
+            c.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            500
+        );
+        parse_err("\"transaction.state.log.num.partitions\" = 0");
     }
 }

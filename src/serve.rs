@@ -19,6 +19,8 @@ use dataplane::group::runtime::{GroupRuntime, OFFSETS_TOPIC};
 use dataplane::group::GroupConfig;
 use dataplane::metadata::{MetadataCell, MetadataImage};
 use dataplane::shard::{ShardCtx, ShardRouter, ShardSettings};
+use dataplane::txn::runtime::{TxnRuntime, TxnRuntimeConfig};
+use dataplane::txn::{TransactionConfig, TRANSACTION_STATE_TOPIC};
 use glommio::{LocalExecutorBuilder, Placement};
 
 use crate::config::{BrokerConfig, ConfigError};
@@ -146,6 +148,22 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         offsets_topic_partitions: offsets_partitions,
         ..GroupConfig::default()
     };
+    // Likewise the transaction coordinators and `__transaction_state`.
+    let txn_config = TxnRuntimeConfig {
+        coordinator: TransactionConfig {
+            transaction_max_timeout_ms: config.transaction_max_timeout_ms,
+        },
+        state_topic_partitions: metadata
+            .load()
+            .topics
+            .get(TRANSACTION_STATE_TOPIC)
+            .map_or(config.transaction_state_log_num_partitions, |t| {
+                t.partitions.len() as i32
+            }),
+        cleanup_interval_ms: config
+            .transaction_abort_timed_out_transaction_cleanup_interval_ms
+            .max(1) as u64,
+    };
     // Shutdown happens in two phases across all shards: stop serving, then close logs.
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
     let stopped_serving = Arc::new(AtomicUsize::new(0));
@@ -160,7 +178,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             stop_rx.clone(),
             Arc::clone(&stopped_serving),
             ready_tx.clone(),
-            group_config.clone(),
+            (group_config.clone(), txn_config.clone()),
         );
         let listen = config.listen;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
@@ -239,7 +257,7 @@ async fn run_shard(
     stop: async_channel::Receiver<()>,
     stopped_serving: Arc<AtomicUsize>,
     ready: mpsc::Sender<Result<usize, (usize, String)>>,
-    group_config: GroupConfig,
+    (group_config, txn_config): (GroupConfig, TxnRuntimeConfig),
 ) {
     let ctx = ShardCtx::new(
         id,
@@ -251,6 +269,9 @@ async fn run_shard(
     let offsets_partitions = group_config.offsets_topic_partitions;
     let group_runtime = GroupRuntime::new(group_config);
     ctx.set_group_runtime(Rc::clone(&group_runtime));
+    let txn_partitions = txn_config.state_topic_partitions;
+    let txn_runtime = TxnRuntime::new(txn_config);
+    ctx.set_txn_runtime(Rc::clone(&txn_runtime));
     glommio::spawn_local(Rc::clone(&ctx).run_jobs(jobs)).detach();
     // Open the partitions this shard owns.
     let mut opened = 0usize;
@@ -296,16 +317,28 @@ async fn run_shard(
     if id == 0 && !metadata.load().topics.contains_key(OFFSETS_TOPIC) {
         glommio::spawn_local(create_offsets_topic(Rc::clone(&ctx), offsets_partitions)).detach();
     }
+    if id == 0 && !metadata.load().topics.contains_key(TRANSACTION_STATE_TOPIC) {
+        glommio::spawn_local(create_compacted_topic(
+            Rc::clone(&ctx),
+            TRANSACTION_STATE_TOPIC,
+            txn_partitions,
+        ))
+        .detach();
+    }
     // Loads the owned `__consumer_offsets` partitions, then drives the group timers.
     let groups = glommio::spawn_local(Rc::clone(&group_runtime).run(Rc::clone(&ctx)));
+    // Loads the owned `__transaction_state` partitions, then aborts timed-out transactions.
+    let txns = glommio::spawn_local(Rc::clone(&txn_runtime).run(Rc::clone(&ctx)));
     let _ = stop.recv().await;
     serving.await;
     // A JoinGroup parked for a rebalance must not hold the connection open.
     group_runtime.shutdown();
+    txn_runtime.shutdown();
     // Connections finish the request in hand, then close.
     let _ = gate.close().await;
     housekeeping.cancel().await;
     groups.cancel().await;
+    txns.cancel().await;
     // Phase two once every shard has stopped serving: requests from other shards' connections
     // may still need this shard's partitions until then.
     stopped_serving.fetch_add(1, Ordering::SeqCst);
@@ -318,9 +351,14 @@ async fn run_shard(
 
 /// Creates `__consumer_offsets` (compacted) through the controller.
 async fn create_offsets_topic(ctx: Rc<ShardCtx>, partitions: i32) {
+    create_compacted_topic(ctx, OFFSETS_TOPIC, partitions).await
+}
+
+/// Creates an internal compacted topic through the controller.
+async fn create_compacted_topic(ctx: Rc<ShardCtx>, name: &'static str, partitions: i32) {
     let rx = ctx.controller.submit(AdminRequest::CreateTopics {
         topics: vec![NewTopic {
-            name: OFFSETS_TOPIC.to_string(),
+            name: name.to_string(),
             num_partitions: partitions,
             replication_factor: 1,
             configs: vec![("cleanup.policy".to_string(), Some("compact".to_string()))],
@@ -333,9 +371,9 @@ async fn create_offsets_topic(ctx: Rc<ShardCtx>, partitions: i32) {
                 .iter()
                 .all(|r| r.error_code == 0 || r.error_code == 36) =>
         {
-            tracing::info!(partitions, "{OFFSETS_TOPIC} created");
+            tracing::info!(partitions, "{name} created");
         }
-        other => tracing::error!(answer = ?other, "cannot create {OFFSETS_TOPIC}"),
+        other => tracing::error!(answer = ?other, "cannot create {name}"),
     }
 }
 

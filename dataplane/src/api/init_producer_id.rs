@@ -1,9 +1,9 @@
-//! InitProducerId (22), idempotent producers only: every request gets a fresh producer
-//! id with epoch 0 from this shard's block (`ShardCtx::next_producer_id`). That is what
+//! InitProducerId (22). Idempotent producers: every request gets a fresh producer id
+//! with epoch 0 from this shard's block (`ShardCtx::next_producer_id`). That is what
 //! Kafka's coordinator does for a null transactional id, even when a v3+ request names
 //! its current id and epoch (clients bump an idempotent producer's epoch locally and only
-//! ask for a new id when the epoch is exhausted). Transactional producers arrive with
-//! the transactions issue; until then they get COORDINATOR_NOT_AVAILABLE.
+//! ask for a new id when the epoch is exhausted). Transactional producers go to the
+//! transaction coordinator of their id (COORDINATOR_NOT_AVAILABLE while there is none).
 
 use std::rc::Rc;
 
@@ -11,6 +11,8 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use kafka_protocol::ResponseError;
 
 use crate::shard::ShardCtx;
+use crate::txn::runtime::{call_txn, Answer, OneProducerId};
+use crate::txn::state::{fenced_code_for_client, TxnResponse};
 
 /// Kafka's "no producer id" and "no producer epoch".
 const NO_PRODUCER_ID: i64 = -1;
@@ -21,6 +23,8 @@ const NO_PRODUCER_EPOCH: i16 = -1;
 enum Decision {
     /// Hand out a new producer id, epoch 0.
     NewId,
+    /// Ask the transaction coordinator.
+    Transactional,
     Refuse(ResponseError),
 }
 
@@ -37,8 +41,7 @@ fn decide(
     match transactional_id {
         None => Decision::NewId,
         Some("") => Decision::Refuse(ResponseError::InvalidRequest),
-        // Transactions (coordinator, __transaction_state) come with the next issue.
-        Some(_) => Decision::Refuse(ResponseError::CoordinatorNotAvailable),
+        Some(_) => Decision::Transactional,
     }
 }
 
@@ -62,6 +65,7 @@ pub async fn handle(
     );
     match decision {
         Decision::Refuse(e) => error_response(e.code()),
+        Decision::Transactional => transactional(ctx, request, version).await,
         Decision::NewId => match ctx.next_producer_id().await {
             Ok(id) => InitProducerIdResponse::default()
                 .with_producer_id(ProducerId(id))
@@ -72,6 +76,52 @@ pub async fn handle(
             }
         },
     }
+}
+
+async fn transactional(
+    ctx: &Rc<ShardCtx>,
+    request: InitProducerIdRequest,
+    version: i16,
+) -> InitProducerIdResponse {
+    let transactional_id = request
+        .transactional_id
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let req = crate::txn::InitProducerIdRequest {
+        transactional_id: Some(transactional_id.clone()),
+        transaction_timeout_ms: request.transaction_timeout_ms,
+        producer_id: crate::types::ProducerId(request.producer_id.0),
+        producer_epoch: crate::types::ProducerEpoch(request.producer_epoch),
+    };
+    let result = call_txn(
+        ctx,
+        &transactional_id,
+        move |ctx, rt, partition| async move {
+            // The coordinator allocates synchronously: take an id beforehand (an unused one
+            // is simply skipped).
+            let id = ctx.next_producer_id().await?;
+            let mut ids = OneProducerId(Some(crate::types::ProducerId(id)));
+            rt.call(&ctx, partition, |c, now| {
+                c.init_producer_id(&req, &mut ids, now)
+            })
+            .await
+        },
+    )
+    .await;
+    let answer = match result {
+        Ok(Answer::Reply(r)) | Ok(Answer::Completed(Some(TxnResponse::InitProducerId(r)))) => r,
+        Ok(Answer::Completed(_)) => {
+            return error_response(ResponseError::UnknownServerError.code());
+        }
+        Err(code) => return error_response(code),
+    };
+    if answer.error_code != 0 {
+        return error_response(fenced_code_for_client(answer.error_code, version < 4));
+    }
+    InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(answer.producer_id.0))
+        .with_producer_epoch(answer.producer_epoch.0)
 }
 
 #[cfg(test)]
@@ -100,10 +150,7 @@ mod tests {
             decide(Some(""), -1, -1, 2),
             Decision::Refuse(ResponseError::InvalidRequest)
         );
-        assert_eq!(
-            decide(Some("txn"), -1, -1, 4),
-            Decision::Refuse(ResponseError::CoordinatorNotAvailable)
-        );
+        assert_eq!(decide(Some("txn"), -1, -1, 4), Decision::Transactional);
         let e = error_response(ResponseError::CoordinatorNotAvailable.code());
         assert_eq!((e.producer_id.0, e.producer_epoch), (-1, -1));
     }

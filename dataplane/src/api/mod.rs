@@ -3,6 +3,8 @@
 //! Errors of the log and controller are mapped to Kafka error codes here, at the API
 //! boundary, and nowhere else.
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
@@ -14,6 +16,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod end_txn;
 pub mod errors;
 pub mod fetch;
 pub mod find_coordinator;
@@ -30,6 +33,7 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
 
 use std::rc::Rc;
 
@@ -66,6 +70,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::AddPartitionsToTxn, 0, 3),
+    (ApiKey::AddOffsetsToTxn, 0, 3),
+    (ApiKey::EndTxn, 0, 3),
+    (ApiKey::TxnOffsetCommit, 0, 3),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -155,6 +163,16 @@ pub async fn handle(
         }
         RequestKind::OffsetDelete(r) => {
             ResponseKind::OffsetDelete(offset_delete::handle(ctx, r, version).await)
+        }
+        RequestKind::AddPartitionsToTxn(r) => {
+            ResponseKind::AddPartitionsToTxn(add_partitions_to_txn::handle(ctx, r, version).await)
+        }
+        RequestKind::AddOffsetsToTxn(r) => {
+            ResponseKind::AddOffsetsToTxn(add_offsets_to_txn::handle(ctx, r, version).await)
+        }
+        RequestKind::EndTxn(r) => ResponseKind::EndTxn(end_txn::handle(ctx, r, version).await),
+        RequestKind::TxnOffsetCommit(r) => {
+            ResponseKind::TxnOffsetCommit(txn_offset_commit::handle(ctx, r, version).await)
         }
         other => {
             // is_supported() filters everything else before decoding.

@@ -92,10 +92,6 @@ pub async fn handle(
     version: i16,
 ) -> Option<ProduceResponse> {
     let image = ctx.metadata.load();
-    if request.transactional_id.is_some() {
-        // Transactions arrive with the groups-and-transactions issue.
-        tracing::debug!("transactional produce before transactions are supported");
-    }
     // (topic index, partition index) -> result; work grouped by owning shard.
     let mut results: BTreeMap<(usize, usize), PartitionProduceResult> = BTreeMap::new();
     let mut per_shard: BTreeMap<usize, Vec<PartitionWork>> = BTreeMap::new();

@@ -131,6 +131,9 @@ pub struct ShardCtx {
     producer_ids: RefCell<(i64, i64)>,
     /// The group coordinators of the `__consumer_offsets` partitions this shard owns.
     group_runtime: std::cell::OnceCell<Rc<crate::group::runtime::GroupRuntime>>,
+    /// The transaction coordinators of the `__transaction_state` partitions this shard
+    /// owns.
+    txn_runtime: std::cell::OnceCell<Rc<crate::txn::runtime::TxnRuntime>>,
 }
 
 pub fn now_ms() -> i64 {
@@ -156,6 +159,7 @@ impl ShardCtx {
             partitions: RefCell::new(HashMap::new()),
             producer_ids: RefCell::new((0, 0)),
             group_runtime: std::cell::OnceCell::new(),
+            txn_runtime: std::cell::OnceCell::new(),
         })
     }
 
@@ -167,6 +171,16 @@ impl ShardCtx {
     /// This shard's group runtime; `None` before start-up installed one.
     pub fn group_runtime(&self) -> Option<Rc<crate::group::runtime::GroupRuntime>> {
         self.group_runtime.get().cloned()
+    }
+
+    /// Installs this shard's transaction runtime (once, at start-up).
+    pub fn set_txn_runtime(&self, runtime: Rc<crate::txn::runtime::TxnRuntime>) {
+        let _ = self.txn_runtime.set(runtime);
+    }
+
+    /// This shard's transaction runtime; `None` before start-up installed one.
+    pub fn txn_runtime(&self) -> Option<Rc<crate::txn::runtime::TxnRuntime>> {
+        self.txn_runtime.get().cloned()
     }
 
     /// Serves jobs from other shards (and the controller) until the queue closes.

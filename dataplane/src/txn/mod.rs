@@ -9,6 +9,7 @@
 //! [`state::TransactionCoordinator::tick`] for transaction timeouts.
 
 pub mod records;
+pub mod runtime;
 pub mod state;
 
 pub use records::{partition_for, TxnState, TRANSACTION_STATE_TOPIC};

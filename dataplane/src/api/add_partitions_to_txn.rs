@@ -1,0 +1,90 @@
+//! AddPartitionsToTxn (24), v0-v3 (one transactional id per request).
+
+use std::rc::Rc;
+
+use kafka_protocol::messages::add_partitions_to_txn_response::{
+    AddPartitionsToTxnPartitionResult, AddPartitionsToTxnTopicResult,
+};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
+use kafka_protocol::ResponseError;
+
+use crate::shard::ShardCtx;
+use crate::txn::runtime::call_txn;
+use crate::txn::state::fenced_code_for_client;
+use crate::txn::AddPartitionsToTxnRequest as Add;
+use crate::types::{ProducerEpoch, ProducerId, TopicPartition};
+
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    request: AddPartitionsToTxnRequest,
+    version: i16,
+) -> AddPartitionsToTxnResponse {
+    let transactional_id = request.v3_and_below_transactional_id.0.to_string();
+    let image = ctx.metadata.load();
+    let mut partitions = Vec::new();
+    let mut unknown = false;
+    for topic in &request.v3_and_below_topics {
+        for p in &topic.partitions {
+            let tp = TopicPartition::new(topic.name.0.to_string(), *p);
+            unknown |= image.partition(&tp).is_none();
+            partitions.push(tp);
+        }
+    }
+    // Kafka: unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, the others
+    // OPERATION_NOT_ATTEMPTED, and nothing is added.
+    let code_for = |tp: &TopicPartition, code: i16| {
+        if !unknown {
+            code
+        } else if image.partition(tp).is_none() {
+            ResponseError::UnknownTopicOrPartition.code()
+        } else {
+            ResponseError::OperationNotAttempted.code()
+        }
+    };
+    let code = if unknown {
+        0
+    } else {
+        let add = Add {
+            transactional_id: transactional_id.clone(),
+            producer_id: ProducerId(request.v3_and_below_producer_id.0),
+            producer_epoch: ProducerEpoch(request.v3_and_below_producer_epoch),
+            partitions,
+        };
+        let result = call_txn(
+            ctx,
+            &transactional_id,
+            move |ctx, rt, partition| async move {
+                rt.call(&ctx, partition, |c, now| c.add_partitions_to_txn(&add, now))
+                    .await
+            },
+        )
+        .await;
+        let code = match result {
+            Ok(answer) => answer.code(),
+            Err(code) => code,
+        };
+        fenced_code_for_client(code, version < 2)
+    };
+    let results = request
+        .v3_and_below_topics
+        .into_iter()
+        .map(|topic| {
+            let name = topic.name.0.to_string();
+            AddPartitionsToTxnTopicResult::default()
+                .with_name(topic.name)
+                .with_results_by_partition(
+                    topic
+                        .partitions
+                        .into_iter()
+                        .map(|p| {
+                            let tp = TopicPartition::new(name.clone(), p);
+                            AddPartitionsToTxnPartitionResult::default()
+                                .with_partition_index(p)
+                                .with_partition_error_code(code_for(&tp, code))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results)
+}

@@ -1,0 +1,534 @@
+//! The transaction coordinator at work on a shard: one [`TransactionCoordinator`] per
+//! `__transaction_state` partition the shard owns, loaded from that partition's log, with
+//! its effects applied (state records appended, COMMIT/ABORT markers written to the
+//! partitions of a transaction) and its timeouts driven.
+//!
+//! A transactional id's requests may arrive on any shard; [`call_txn`] forwards them to
+//! the shard owning its `__transaction_state` partition. Every coordinator call, the
+//! appends of its records and the writing of its markers happen under one per-shard
+//! permit, so records reach the log in the order the state machine produced them. A
+//! request that ends a transaction is answered once its markers are written.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::ResponseError;
+
+use super::state::{ProducerIdAllocator, TxnResponse};
+use super::{
+    AppendCompletion, Step, TransactionConfig, TransactionCoordinator, TxnLogAppend, TxnMarker,
+    TRANSACTION_STATE_TOPIC,
+};
+use crate::api::errors::log_error_code;
+use crate::group::runtime::OFFSETS_TOPIC;
+use crate::log::AppendKind;
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
+use crate::wire::batch::{BatchBuilder, BatchIter, Compression};
+use crate::wire::records::{decode_records, encode_record};
+
+/// Bytes read per step when replaying a partition.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+/// Runtime settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnRuntimeConfig {
+    pub coordinator: TransactionConfig,
+    /// Partitions of `__transaction_state`.
+    pub state_topic_partitions: i32,
+    /// How often timed-out transactions are aborted and unwritten markers resent.
+    pub cleanup_interval_ms: u64,
+}
+
+impl Default for TxnRuntimeConfig {
+    fn default() -> Self {
+        Self {
+            coordinator: TransactionConfig::default(),
+            state_topic_partitions: super::records::TRANSACTION_STATE_PARTITIONS_DEFAULT,
+            cleanup_interval_ms: 10_000,
+        }
+    }
+}
+
+/// The outcome of a coordinator call: an immediate reply, or the answer that followed
+/// the append it asked for (`None` when there was none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer<R> {
+    Reply(R),
+    Completed(Option<TxnResponse>),
+}
+
+impl Answer<i16> {
+    /// The error code of AddPartitionsToTxn, AddOffsetsToTxn or EndTxn.
+    pub fn code(&self) -> i16 {
+        match self {
+            Answer::Reply(code) | Answer::Completed(Some(TxnResponse::ErrorCode(code))) => *code,
+            _ => ResponseError::UnknownServerError.code(),
+        }
+    }
+}
+
+/// Hands out the one producer id allocated before the coordinator call.
+#[derive(Debug)]
+pub struct OneProducerId(pub Option<ProducerId>);
+
+impl ProducerIdAllocator for OneProducerId {
+    fn allocate(&mut self) -> Result<ProducerId, i16> {
+        self.0
+            .take()
+            .ok_or(ResponseError::CoordinatorLoadInProgress.code())
+    }
+}
+
+/// One shard's transaction coordinators.
+pub struct TxnRuntime {
+    config: TxnRuntimeConfig,
+    coordinators: RefCell<HashMap<i32, TransactionCoordinator>>,
+    /// Set at shutdown: new calls are refused.
+    closing: Cell<bool>,
+    /// Serializes coordinator calls with their appends and markers (and loads).
+    permit: glommio::sync::Semaphore,
+}
+
+impl std::fmt::Debug for TxnRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TxnRuntime")
+            .field("config", &self.config)
+            .field(
+                "loaded",
+                &self.coordinators.borrow().keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+fn coordinator_not_available() -> i16 {
+    ResponseError::CoordinatorNotAvailable.code()
+}
+
+/// Work left after an append: markers to write and records to append, in order.
+#[derive(Default)]
+struct Work {
+    markers: VecDeque<TxnMarker>,
+    appends: VecDeque<TxnLogAppend>,
+}
+
+impl Work {
+    fn add(&mut self, completion: AppendCompletion) -> Option<TxnResponse> {
+        self.markers.extend(completion.markers);
+        self.appends.extend(completion.next_append);
+        completion.response
+    }
+}
+
+impl TxnRuntime {
+    pub fn new(config: TxnRuntimeConfig) -> Rc<TxnRuntime> {
+        Rc::new(TxnRuntime {
+            config,
+            coordinators: RefCell::new(HashMap::new()),
+            closing: Cell::new(false),
+            permit: glommio::sync::Semaphore::new(1),
+        })
+    }
+
+    pub fn config(&self) -> &TxnRuntimeConfig {
+        &self.config
+    }
+
+    /// The `__transaction_state` partition of `transactional_id`.
+    pub fn partition_for(&self, transactional_id: &str) -> i32 {
+        super::partition_for(transactional_id, self.config.state_topic_partitions.max(1))
+    }
+
+    /// The partitions loaded here.
+    pub fn loaded_partitions(&self) -> Vec<i32> {
+        self.coordinators.borrow().keys().copied().collect()
+    }
+
+    /// Loads the coordinator of `partition` unless it is loaded already.
+    pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        if self.coordinators.borrow().contains_key(&partition) {
+            return Ok(());
+        }
+        let _permit = self
+            .permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        self.load_locked(ctx, partition).await
+    }
+
+    async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        if self.coordinators.borrow().contains_key(&partition) {
+            return Ok(());
+        }
+        let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
+        let coordinator_epoch = ctx
+            .metadata
+            .load()
+            .partition(&tp)
+            .map_or(0, |p| p.leader_epoch);
+        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
+        let log = owned
+            .log
+            .read()
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        let mut entries: Vec<(Bytes, Option<Bytes>)> = Vec::new();
+        let mut offset = log.log_start_offset();
+        let end = log.log_end_offset();
+        while offset < end {
+            let data = log.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
+                tracing::error!(%tp, error = %e, "cannot read __transaction_state");
+                coordinator_not_available()
+            })?;
+            if data.records.is_empty() {
+                break;
+            }
+            let mut progressed = false;
+            for batch in BatchIter::new(data.records, data.position, false) {
+                let Ok(batch) = batch else { break };
+                if batch.next_offset() <= offset {
+                    continue;
+                }
+                progressed = true;
+                offset = batch.next_offset();
+                if batch.is_control() {
+                    continue;
+                }
+                if batch.compression() != Compression::None {
+                    tracing::warn!(%tp, "compressed __transaction_state batch skipped");
+                    continue;
+                }
+                match decode_records(&batch.records(), batch.record_count()) {
+                    Ok(records) => {
+                        for r in records {
+                            if let Some(key) = r.key {
+                                entries.push((key, r.value));
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%tp, error = %e, "undecodable __transaction_state batch")
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        drop(log);
+        let count = entries.len();
+        let (coordinator, outcome) = TransactionCoordinator::load(
+            self.config.coordinator.clone(),
+            coordinator_epoch,
+            entries,
+            now_ms(),
+        );
+        if count > 0 {
+            tracing::info!(
+                %tp,
+                records = count,
+                skipped = outcome.skipped_records,
+                "transaction coordinator loaded"
+            );
+        } else {
+            tracing::debug!(%tp, "transaction coordinator loaded (empty)");
+        }
+        self.coordinators
+            .borrow_mut()
+            .insert(partition, coordinator);
+        let mut work = Work {
+            markers: outcome.markers.into(),
+            appends: outcome.appends.into(),
+        };
+        self.drive(ctx, partition, &mut work).await;
+        Ok(())
+    }
+
+    /// Calls the coordinator of `partition`; when it asks for an append, appends the
+    /// record, writes the markers that follow and appends the completion records, then
+    /// answers. `Err`: a Kafka error code (coordinator not available).
+    pub async fn call<R>(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        f: impl FnOnce(&mut TransactionCoordinator, i64) -> Step<R>,
+    ) -> Result<Answer<R>, i16> {
+        if self.closing.get() {
+            return Err(ResponseError::NotCoordinator.code());
+        }
+        let _permit = self
+            .permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| coordinator_not_available())?;
+        self.load_locked(ctx, partition).await?;
+        let step = {
+            let mut all = self.coordinators.borrow_mut();
+            let coordinator = all
+                .get_mut(&partition)
+                .ok_or_else(coordinator_not_available)?;
+            f(coordinator, now_ms())
+        };
+        match step {
+            Step::Reply(r) => Ok(Answer::Reply(r)),
+            Step::Append(append) => {
+                let mut work = Work::default();
+                let response = self
+                    .append_and_complete(ctx, partition, &append, &mut work)
+                    .await;
+                self.drive(ctx, partition, &mut work).await;
+                Ok(Answer::Completed(response))
+            }
+        }
+    }
+
+    /// Appends `append` and reports the outcome to the coordinator.
+    async fn append_and_complete(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        append: &TxnLogAppend,
+        work: &mut Work,
+    ) -> Option<TxnResponse> {
+        let result = self.append_record(ctx, partition, append).await;
+        let completion = {
+            let mut all = self.coordinators.borrow_mut();
+            let coordinator = all.get_mut(&partition)?;
+            coordinator.append_completed(&append.transactional_id, append.seq, result, now_ms())
+        };
+        work.add(completion)
+    }
+
+    /// Writes markers and appends records until nothing is left (a failed marker stays
+    /// unwritten and is resent by the timer task).
+    async fn drive(&self, ctx: &Rc<ShardCtx>, partition: i32, work: &mut Work) {
+        loop {
+            if let Some(marker) = work.markers.pop_front() {
+                match write_marker(ctx, &marker).await {
+                    Ok(()) => {
+                        let next = self
+                            .coordinators
+                            .borrow_mut()
+                            .get_mut(&partition)
+                            .and_then(|c| c.marker_written(&marker));
+                        work.appends.extend(next);
+                    }
+                    Err(code) => tracing::warn!(
+                        tp = %marker.topic_partition,
+                        transactional_id = %marker.transactional_id,
+                        code,
+                        "cannot write transaction marker; will retry"
+                    ),
+                }
+                continue;
+            }
+            if let Some(append) = work.appends.pop_front() {
+                let _ = self
+                    .append_and_complete(ctx, partition, &append, work)
+                    .await;
+                continue;
+            }
+            break;
+        }
+    }
+
+    async fn append_record(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        append: &TxnLogAppend,
+    ) -> Result<(), i16> {
+        let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
+        let epoch = ctx
+            .metadata
+            .load()
+            .partition(&tp)
+            .map_or(0, |p| p.leader_epoch);
+        let owned = ctx
+            .partition(&tp)
+            .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+        let mut body = Vec::new();
+        encode_record(&mut body, 0, 0, Some(&append.key), Some(&append.value));
+        let now = now_ms();
+        let batch = BatchBuilder {
+            last_offset_delta: 0,
+            record_count: 1,
+            base_timestamp: now,
+            max_timestamp: now,
+            ..BatchBuilder::default()
+        }
+        .build(&body);
+        let mut log = owned
+            .log
+            .write()
+            .await
+            .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
+        match log
+            .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
+            .await
+        {
+            Ok(_) => {
+                let end = log.log_end_offset();
+                log.update_high_watermark(end);
+                ctx.router.notify_data_arrived();
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(%tp, error = %e, "cannot append to __transaction_state");
+                Err(log_error_code(&e))
+            }
+        }
+    }
+
+    /// Aborts timed-out transactions and resends unwritten markers of every loaded
+    /// coordinator.
+    async fn cleanup(&self, ctx: &Rc<ShardCtx>) {
+        let Ok(_permit) = self.permit.acquire_permit(1).await else {
+            return;
+        };
+        let partitions = self.loaded_partitions();
+        for p in partitions {
+            let mut work = Work::default();
+            {
+                let mut all = self.coordinators.borrow_mut();
+                let Some(c) = all.get_mut(&p) else { continue };
+                work.markers.extend(c.unwritten_markers());
+                work.appends.extend(c.tick(now_ms()));
+            }
+            self.drive(ctx, p, &mut work).await;
+        }
+    }
+
+    /// At shutdown: refuses further calls.
+    pub fn shutdown(&self) {
+        self.closing.set(true);
+    }
+
+    /// Loads every owned `__transaction_state` partition, then aborts timed-out
+    /// transactions every cleanup interval until the shard stops.
+    pub async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
+        let every = Duration::from_millis(self.config.cleanup_interval_ms.max(10));
+        let mut all_loaded = false;
+        loop {
+            if !all_loaded {
+                all_loaded = self.load_owned(&ctx).await;
+            }
+            if self.closing.get() {
+                return;
+            }
+            self.cleanup(&ctx).await;
+            glommio::timer::sleep(if all_loaded {
+                every
+            } else {
+                every.min(Duration::from_millis(500))
+            })
+            .await;
+        }
+    }
+
+    async fn load_owned(&self, ctx: &Rc<ShardCtx>) -> bool {
+        let image = ctx.metadata.load();
+        let Some(topic) = image.topics.get(TRANSACTION_STATE_TOPIC) else {
+            return false;
+        };
+        let mut ok = true;
+        for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
+            if self.ensure_loaded(ctx, p.partition).await.is_err() {
+                ok = false;
+            }
+        }
+        ok
+    }
+}
+
+/// Writes `marker` to its partition on the owning shard; for a `__consumer_offsets`
+/// partition the group coordinator then completes the transaction's pending offsets.
+/// A partition that no longer exists counts as written.
+async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16> {
+    let image = ctx.metadata.load();
+    let Some(pim) = image.partition(&marker.topic_partition) else {
+        tracing::info!(tp = %marker.topic_partition, "marker for a deleted partition skipped");
+        return Ok(());
+    };
+    let shard = pim.shard;
+    let epoch = pim.leader_epoch;
+    let marker = marker.clone();
+    ctx.run_on(shard, move |ctx| async move {
+        let tp = marker.topic_partition.clone();
+        let owned = ctx
+            .partition(&tp)
+            .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+        let now = now_ms();
+        {
+            let mut log = owned
+                .log
+                .write()
+                .await
+                .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
+            match log
+                .append_as_leader(
+                    marker.batch(now),
+                    LeaderEpoch(epoch),
+                    AppendKind::Coordinator,
+                    now,
+                )
+                .await
+            {
+                Ok(_) => {
+                    let end = log.log_end_offset();
+                    log.update_high_watermark(end);
+                    ctx.router.notify_data_arrived();
+                }
+                Err(e) => {
+                    tracing::warn!(%tp, error = %e, "cannot append transaction marker");
+                    return Err(log_error_code(&e));
+                }
+            }
+        }
+        if tp.topic == OFFSETS_TOPIC {
+            let rt = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
+            let (pid, commit, p) = (marker.producer_id, marker.commit, tp.partition);
+            rt.call(&ctx, p, move |c, now| {
+                ((), c.complete_txn(pid, &[p], commit, now))
+            })
+            .await?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|_| coordinator_not_available())?
+}
+
+/// Runs `f` on the shard owning `transactional_id`'s coordinator, with that shard's
+/// runtime and the id's `__transaction_state` partition. `Err`: a Kafka error code.
+pub async fn call_txn<R, F, Fut>(ctx: &Rc<ShardCtx>, transactional_id: &str, f: F) -> Result<R, i16>
+where
+    R: Send + 'static,
+    F: FnOnce(Rc<ShardCtx>, Rc<TxnRuntime>, i32) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<R, i16>> + 'static,
+{
+    let runtime = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
+    let image = ctx.metadata.load();
+    let topic = image
+        .topics
+        .get(TRANSACTION_STATE_TOPIC)
+        .ok_or_else(coordinator_not_available)?;
+    let partition = runtime.partition_for(transactional_id);
+    let shard = topic
+        .partitions
+        .get(partition as usize)
+        .ok_or_else(coordinator_not_available)?
+        .shard;
+    ctx.run_on(shard, move |ctx| async move {
+        let runtime = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
+        f(ctx, runtime, partition).await
+    })
+    .await
+    .map_err(|_| coordinator_not_available())?
+}
