@@ -23,7 +23,7 @@ use super::{GroupConfig, GroupCoordinator};
 use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, Offset, ProducerId, TopicPartition};
-use crate::wire::batch::{BatchBuilder, BatchIter, Compression};
+use crate::wire::batch::{BatchBuilder, Compression};
 use crate::wire::control::ControlType;
 use crate::wire::records::{decode_records, encode_record};
 
@@ -32,9 +32,6 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
 /// How often the timer task looks for due coordinator deadlines.
 const TICK_EVERY: Duration = Duration::from_millis(100);
-
-/// Bytes read per step when replaying a partition.
-const LOAD_READ_BYTES: usize = 1 << 20;
 
 enum Waiter {
     Join(oneshot::Sender<JoinGroupResponse>),
@@ -145,56 +142,28 @@ impl GroupRuntime {
             Marker(ProducerId, bool),
         }
         let mut entries = Vec::new();
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        while offset < end {
-            let data = log.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
-                tracing::error!(%tp, error = %e, "cannot read __consumer_offsets");
-                coordinator_not_available()
-            })?;
-            if data.records.is_empty() {
-                break;
-            }
-            let mut progressed = false;
-            for batch in BatchIter::new(data.records, data.position, false) {
-                let Ok(batch) = batch else { break };
-                if batch.next_offset() <= offset {
-                    continue;
-                }
-                progressed = true;
-                offset = batch.next_offset();
-                let pid = batch.is_transactional().then(|| batch.producer_id());
-                if batch.is_control() {
-                    if let (Some(pid), Ok(marker)) = (pid, batch.control_record()) {
-                        match marker.kind {
-                            ControlType::Commit => entries.push(Entry::Marker(pid, true)),
-                            ControlType::Abort => entries.push(Entry::Marker(pid, false)),
-                            _ => {}
-                        }
-                    }
-                    continue;
-                }
-                if batch.compression() != Compression::None {
-                    tracing::warn!(%tp, "compressed __consumer_offsets batch skipped");
-                    continue;
-                }
-                match decode_records(&batch.records(), batch.record_count()) {
-                    Ok(records) => {
-                        for r in records {
-                            if let Some(key) = r.key {
-                                entries.push(Entry::Record(key, r.value, pid));
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(%tp, error = %e, "undecodable __consumer_offsets batch")
+        let start = log.log_start_offset();
+        log.for_each_batch(start, |batch| {
+            let pid = batch.is_transactional().then(|| batch.producer_id());
+            if batch.is_control() {
+                if let (Some(pid), Ok(marker)) = (pid, batch.control_record()) {
+                    match marker.kind {
+                        ControlType::Commit => entries.push(Entry::Marker(pid, true)),
+                        ControlType::Abort => entries.push(Entry::Marker(pid, false)),
+                        _ => {}
                     }
                 }
+                return;
             }
-            if !progressed {
-                break;
+            for (key, value) in keyed_records(&tp, batch) {
+                entries.push(Entry::Record(key, value, pid));
             }
-        }
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(%tp, error = %e, "cannot read __consumer_offsets");
+            coordinator_not_available()
+        })?;
         drop(log);
         let mut coordinator = GroupCoordinator::new(self.config.clone());
         let count = entries.len();
@@ -487,4 +456,26 @@ where
         }
     }
     out
+}
+
+/// The keyed records of an uncompressed data batch of an internal topic (internal
+/// topics are written uncompressed; anything else is logged and skipped).
+pub(crate) fn keyed_records(
+    tp: &TopicPartition,
+    batch: &crate::wire::RecordBatch,
+) -> Vec<(Bytes, Option<Bytes>)> {
+    if batch.compression() != Compression::None {
+        tracing::warn!(%tp, offset = batch.base_offset().0, "compressed internal-topic batch skipped");
+        return Vec::new();
+    }
+    match decode_records(&batch.records(), batch.record_count()) {
+        Ok(records) => records
+            .into_iter()
+            .filter_map(|r| Some((r.key?, r.value)))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(%tp, offset = batch.base_offset().0, error = %e, "undecodable internal-topic batch skipped");
+            Vec::new()
+        }
+    }
 }

@@ -299,6 +299,34 @@ impl PartitionLog {
         })
     }
 
+    /// Visits every batch from `from` to the log end, in offset order: how the
+    /// coordinators replay their internal topics when they load. Stops quietly at a batch
+    /// that does not parse (recovery already cut corrupt tails).
+    pub async fn for_each_batch<F>(&self, from: Offset, mut visit: F) -> Result<(), LogError>
+    where
+        F: FnMut(&RecordBatch),
+    {
+        const READ_BYTES: usize = 1 << 20;
+        let mut offset = from.max(self.log_start_offset);
+        while offset < self.log_end_offset {
+            let data = self.read(offset, READ_BYTES).await?;
+            let mut progressed = false;
+            for batch in BatchIter::new(data.records, data.position, false) {
+                let Ok(batch) = batch else { break };
+                if batch.next_offset() <= offset {
+                    continue;
+                }
+                progressed = true;
+                offset = batch.next_offset();
+                visit(&batch);
+            }
+            if !progressed {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Kafka's ListOffsets by timestamp: the first offset whose record timestamp is >=
     /// `timestamp_ms`, with that timestamp. Uncompressed batches are resolved to the
     /// exact record; a compressed batch answers with its base offset and max timestamp.

@@ -24,15 +24,12 @@ use super::{
     TRANSACTION_STATE_TOPIC,
 };
 use crate::api::errors::log_error_code;
-use crate::group::runtime::OFFSETS_TOPIC;
+use crate::group::runtime::{keyed_records, OFFSETS_TOPIC};
 use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
-use crate::wire::batch::{BatchBuilder, BatchIter, Compression};
-use crate::wire::records::{decode_records, encode_record};
-
-/// Bytes read per step when replaying a partition.
-const LOAD_READ_BYTES: usize = 1 << 20;
+use crate::wire::batch::BatchBuilder;
+use crate::wire::records::encode_record;
 
 /// Runtime settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,48 +176,17 @@ impl TxnRuntime {
             .await
             .map_err(|_| coordinator_not_available())?;
         let mut entries: Vec<(Bytes, Option<Bytes>)> = Vec::new();
-        let mut offset = log.log_start_offset();
-        let end = log.log_end_offset();
-        while offset < end {
-            let data = log.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
-                tracing::error!(%tp, error = %e, "cannot read __transaction_state");
-                coordinator_not_available()
-            })?;
-            if data.records.is_empty() {
-                break;
+        let start = log.log_start_offset();
+        log.for_each_batch(start, |batch| {
+            if !batch.is_control() {
+                entries.extend(keyed_records(&tp, batch));
             }
-            let mut progressed = false;
-            for batch in BatchIter::new(data.records, data.position, false) {
-                let Ok(batch) = batch else { break };
-                if batch.next_offset() <= offset {
-                    continue;
-                }
-                progressed = true;
-                offset = batch.next_offset();
-                if batch.is_control() {
-                    continue;
-                }
-                if batch.compression() != Compression::None {
-                    tracing::warn!(%tp, "compressed __transaction_state batch skipped");
-                    continue;
-                }
-                match decode_records(&batch.records(), batch.record_count()) {
-                    Ok(records) => {
-                        for r in records {
-                            if let Some(key) = r.key {
-                                entries.push((key, r.value));
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(%tp, error = %e, "undecodable __transaction_state batch")
-                    }
-                }
-            }
-            if !progressed {
-                break;
-            }
-        }
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(%tp, error = %e, "cannot read __transaction_state");
+            coordinator_not_available()
+        })?;
         drop(log);
         let count = entries.len();
         let (coordinator, outcome) = TransactionCoordinator::load(
