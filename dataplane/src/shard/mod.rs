@@ -129,6 +129,9 @@ pub struct ShardCtx {
     partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
     /// Producer ids reserved for this shard's InitProducerId answers: [next, end).
     producer_ids: RefCell<(i64, i64)>,
+    /// Serializes partition opens: start-up and the controller can ask for the same
+    /// partition at once, and two opens of one directory race on its temp files.
+    opening: glommio::sync::Semaphore,
     /// The group coordinators of the `__consumer_offsets` partitions this shard owns.
     group_runtime: std::cell::OnceCell<Rc<crate::group::runtime::GroupRuntime>>,
     /// The transaction coordinators of the `__transaction_state` partitions this shard
@@ -158,6 +161,7 @@ impl ShardCtx {
             settings,
             partitions: RefCell::new(HashMap::new()),
             producer_ids: RefCell::new((0, 0)),
+            opening: glommio::sync::Semaphore::new(1),
             group_runtime: std::cell::OnceCell::new(),
             txn_runtime: std::cell::OnceCell::new(),
         })
@@ -205,6 +209,7 @@ impl ShardCtx {
         topic_id: uuid::Uuid,
         config: LogConfig,
     ) -> Result<(), LogError> {
+        let _permit = self.opening.acquire_permit(1).await.ok();
         if self.partitions.borrow().contains_key(&tp) {
             return Ok(());
         }
