@@ -88,3 +88,14 @@ pub enum AdminResponse {
 pub trait ControllerHandle: Send + Sync + std::fmt::Debug {
     fn submit(&self, request: AdminRequest) -> oneshot::Receiver<AdminResponse>;
 }
+
+/// How the data plane reaches the control plane's mirror side: the `__mirror_state`
+/// coordinator (ReadMirrorStates, WriteMirrorStates) and the mirror manager
+/// (DescribeMirrors: partition states, lag, LME look-ups). Same contract as
+/// [`ControllerHandle`]: callable from any shard, never blocks, answers on the channel.
+pub trait MirrorHandle: Send + Sync + std::fmt::Debug {
+    fn submit(
+        &self,
+        request: crate::wire::mirror::MirrorRequest,
+    ) -> oneshot::Receiver<crate::wire::mirror::MirrorResponse>;
+}

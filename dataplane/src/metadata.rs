@@ -44,6 +44,41 @@ pub struct MetadataImage {
     pub offset: u64,
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     pub topics_by_id: HashMap<uuid::Uuid, String>,
+    /// Mirrors by name (a mirror exists exactly while it has configs).
+    pub mirrors: BTreeMap<String, Arc<MirrorImage>>,
+}
+
+/// One mirror: its configs as stored (MIRROR config resources, type 64).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorImage {
+    pub name: String,
+    pub configs: BTreeMap<String, String>,
+}
+
+impl MirrorImage {
+    /// `bootstrap.servers` of the source cluster.
+    pub fn bootstrap_servers(&self) -> &str {
+        self.configs
+            .get("bootstrap.servers")
+            .map_or("", String::as_str)
+    }
+
+    /// The source cluster id recorded at CreateMirror ("" = unknown).
+    pub fn source_cluster_id(&self) -> &str {
+        self.configs
+            .get("source.cluster.id")
+            .map_or("", String::as_str)
+    }
+}
+
+impl TopicImage {
+    /// The mirror this topic belongs to and the desired state its `mirror.name` encodes.
+    pub fn mirror(&self) -> Option<(&str, crate::wire::mirror::DesiredMirrorState)> {
+        self.configs
+            .get(crate::wire::mirror::MIRROR_NAME_CONFIG)
+            .filter(|v| !v.is_empty())
+            .map(|v| crate::wire::mirror::parse_mirror_name(v))
+    }
 }
 
 impl MetadataImage {
@@ -55,6 +90,7 @@ impl MetadataImage {
             offset: 0,
             topics: BTreeMap::new(),
             topics_by_id: HashMap::new(),
+            mirrors: BTreeMap::new(),
         }
     }
 

@@ -27,6 +27,7 @@ pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod mirror;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;

@@ -137,6 +137,8 @@ pub struct ShardCtx {
     /// The transaction coordinators of the `__transaction_state` partitions this shard
     /// owns.
     txn_runtime: std::cell::OnceCell<Rc<crate::txn::runtime::TxnRuntime>>,
+    /// The control plane's mirror side (installed at start-up).
+    mirror: std::cell::OnceCell<Arc<dyn crate::controller::MirrorHandle>>,
 }
 
 pub fn now_ms() -> i64 {
@@ -164,6 +166,7 @@ impl ShardCtx {
             opening: glommio::sync::Semaphore::new(1),
             group_runtime: std::cell::OnceCell::new(),
             txn_runtime: std::cell::OnceCell::new(),
+            mirror: std::cell::OnceCell::new(),
         })
     }
 
@@ -185,6 +188,16 @@ impl ShardCtx {
     /// This shard's transaction runtime; `None` before start-up installed one.
     pub fn txn_runtime(&self) -> Option<Rc<crate::txn::runtime::TxnRuntime>> {
         self.txn_runtime.get().cloned()
+    }
+
+    /// Installs the handle to the control plane's mirror side (once, at start-up).
+    pub fn set_mirror_handle(&self, handle: Arc<dyn crate::controller::MirrorHandle>) {
+        let _ = self.mirror.set(handle);
+    }
+
+    /// The control plane's mirror side; `None` before start-up installed it.
+    pub fn mirror_handle(&self) -> Option<Arc<dyn crate::controller::MirrorHandle>> {
+        self.mirror.get().cloned()
     }
 
     /// Serves jobs from other shards (and the controller) until the queue closes.

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod control;
+pub mod mirror;
 pub mod records;
 
 pub use batch::{BatchError, BatchIter, RecordBatch};
