@@ -115,6 +115,16 @@ pub struct BrokerConfig {
     /// `transaction.state.log.num.partitions`: partitions of `__transaction_state` when
     /// created.
     pub transaction_state_log_num_partitions: i32,
+    /// `mirror.state.topic.num.partitions`: partitions of `__mirror_state` (created with
+    /// the first mirror; must not change afterwards).
+    pub mirror_state_topic_num_partitions: i32,
+    /// `mirror.failed.retry.initial.backoff.ms`: first wait before a FAILED mirror
+    /// partition is retried.
+    pub mirror_failed_retry_initial_backoff_ms: i64,
+    /// `mirror.failed.retry.max.backoff.ms`: longest wait between retries.
+    pub mirror_failed_retry_max_backoff_ms: i64,
+    /// `mirror.failed.retry.max.attempts`: retries before manual intervention (0: none).
+    pub mirror_failed_retry_max_attempts: i32,
     /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask for.
     pub transaction_max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
@@ -178,6 +188,10 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             offsets_retention_minutes: 10_080,
             transaction_state_log_num_partitions: 50,
+            mirror_state_topic_num_partitions: 50,
+            mirror_failed_retry_initial_backoff_ms: 1000,
+            mirror_failed_retry_max_backoff_ms: 300_000,
+            mirror_failed_retry_max_attempts: 100,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             shards: Vec::new(),
@@ -215,6 +229,10 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "group.max.session.timeout.ms",
     "offsets.retention.minutes",
     "transaction.state.log.num.partitions",
+    "mirror.state.topic.num.partitions",
+    "mirror.failed.retry.initial.backoff.ms",
+    "mirror.failed.retry.max.backoff.ms",
+    "mirror.failed.retry.max.attempts",
     "transaction.max.timeout.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
 ];
@@ -344,6 +362,18 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("transaction.state.log.num.partitions") {
             self.transaction_state_log_num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("mirror.state.topic.num.partitions") {
+            self.mirror_state_topic_num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("mirror.failed.retry.initial.backoff.ms") {
+            self.mirror_failed_retry_initial_backoff_ms = int_in(k, &v, POSITIVE_I32)?;
+        }
+        if let Some((k, v)) = get("mirror.failed.retry.max.backoff.ms") {
+            self.mirror_failed_retry_max_backoff_ms = int_in(k, &v, POSITIVE_I32)?;
+        }
+        if let Some((k, v)) = get("mirror.failed.retry.max.attempts") {
+            self.mirror_failed_retry_max_attempts = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
         }
         if let Some((k, v)) = get("transaction.max.timeout.ms") {
             self.transaction_max_timeout_ms = int_in(k, &v, POSITIVE_I32)? as i32;

@@ -107,6 +107,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             default_log_config: config.log.clone(),
             num_partitions: config.num_partitions,
             queue_max: controlplane::ControllerConfig::DEFAULT_QUEUE_MAX,
+            mirror_state_partitions: config.mirror_state_topic_num_partitions,
         },
         Arc::clone(&metadata),
         router.clone(),

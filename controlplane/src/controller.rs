@@ -33,6 +33,8 @@ pub struct ControllerConfig {
     pub num_partitions: i32,
     /// Admin requests waiting for the controller; more are refused at once.
     pub queue_max: usize,
+    /// `mirror.state.topic.num.partitions`.
+    pub mirror_state_partitions: i32,
 }
 
 impl ControllerConfig {
@@ -172,6 +174,7 @@ impl<P: PartitionOps> Controller<P> {
             default_log_config: config.default_log_config.clone(),
             num_partitions: config.num_partitions,
             shard_count: ops.shard_count(),
+            mirror_state_partitions: config.mirror_state_partitions.max(1),
         });
         for record in &records {
             state.apply(record)?;
@@ -302,7 +305,22 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",
         AdminRequest::AlterTopicConfigs { .. } => "topic configs changed",
-        AdminRequest::AllocateProducerIds { .. } => return,
+        AdminRequest::AllocateProducerIds { .. } | AdminRequest::BumpLeaderEpochs { .. } => {
+            return
+        }
+        AdminRequest::AlterMirrorConfigs {
+            validate_only: true,
+            ..
+        } => return,
+        AdminRequest::CreateMirror { .. } => "mirror created",
+        AdminRequest::AddTopicsToMirror { .. } => "topic added to mirror",
+        AdminRequest::SetMirrorTopicsState { desired, .. } => match desired {
+            dataplane::wire::mirror::DesiredMirrorState::Mirroring => "mirror topic resumed",
+            dataplane::wire::mirror::DesiredMirrorState::Paused => "mirror topic paused",
+            dataplane::wire::mirror::DesiredMirrorState::Stopped => "topic removed from mirror",
+        },
+        AdminRequest::DeleteMirror { .. } => "mirror deleted",
+        AdminRequest::AlterMirrorConfigs { .. } => "mirror configs changed",
     };
     for r in results {
         if r.error_code == 0 {
@@ -383,6 +401,7 @@ mod tests {
             default_log_config: LogConfig::default(),
             num_partitions: 3,
             queue_max: 16,
+            mirror_state_partitions: 3,
         }
     }
 

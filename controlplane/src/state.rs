@@ -88,6 +88,8 @@ pub struct NodeSettings {
     pub num_partitions: i32,
     /// Data-plane shards partitions are placed on.
     pub shard_count: usize,
+    /// `mirror.state.topic.num.partitions`: partitions of `__mirror_state`.
+    pub mirror_state_partitions: i32,
 }
 
 /// A record that does not fit the state it is applied to (a topic created twice, a
@@ -143,7 +145,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn answer(response: AdminResponse) -> Self {
+    pub(crate) fn answer(response: AdminResponse) -> Self {
         Plan {
             records: Vec::new(),
             actions: Vec::new(),
@@ -156,9 +158,9 @@ impl Plan {
 /// from the metadata log.
 #[derive(Debug, Clone)]
 pub struct ControllerState {
-    settings: NodeSettings,
-    topics: BTreeMap<String, Arc<TopicImage>>,
-    topics_by_id: HashMap<uuid::Uuid, String>,
+    pub(crate) settings: NodeSettings,
+    pub(crate) topics: BTreeMap<String, Arc<TopicImage>>,
+    pub(crate) topics_by_id: HashMap<uuid::Uuid, String>,
     /// Broker and mirror configs, by resource.
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// First producer id not yet handed out.
@@ -173,6 +175,7 @@ fn err_code(e: ResponseError) -> i16 {
 
 impl ControllerState {
     pub fn new(settings: NodeSettings) -> Self {
+        debug_assert!(settings.mirror_state_partitions > 0);
         ControllerState {
             settings,
             topics: BTreeMap::new(),
@@ -215,6 +218,20 @@ impl ControllerState {
         image.offset = self.applied;
         image.topics = self.topics.clone();
         image.topics_by_id = self.topics_by_id.clone();
+        image.mirrors = self
+            .other_configs
+            .iter()
+            .filter(|((kind, _), _)| *kind == ConfigResourceType::Mirror)
+            .map(|((_, name), configs)| {
+                (
+                    name.clone(),
+                    Arc::new(dataplane::metadata::MirrorImage {
+                        name: name.clone(),
+                        configs: configs.clone(),
+                    }),
+                )
+            })
+            .collect();
         image
     }
 
@@ -379,10 +396,31 @@ impl ControllerState {
                 validate_only,
             } => self.plan_alter_configs(topic, configs, *incremental, *validate_only),
             AdminRequest::AllocateProducerIds { count } => self.plan_producer_ids(*count),
+            AdminRequest::CreateMirror { name, configs } => {
+                self.plan_create_mirror(name, configs, new_topic_id)
+            }
+            AdminRequest::AddTopicsToMirror { mirror, topics } => {
+                self.plan_add_topics_to_mirror(mirror, topics)
+            }
+            AdminRequest::SetMirrorTopicsState {
+                mirror,
+                topics,
+                desired,
+            } => self.plan_set_mirror_topics_state(mirror, topics, *desired),
+            AdminRequest::DeleteMirror { name } => self.plan_delete_mirror(name),
+            AdminRequest::AlterMirrorConfigs {
+                name,
+                configs,
+                incremental,
+                validate_only,
+            } => self.plan_alter_mirror_configs(name, configs, *incremental, *validate_only),
+            AdminRequest::BumpLeaderEpochs { partitions } => {
+                self.plan_bump_leader_epochs(partitions)
+            }
         }
     }
 
-    fn new_topic_id(&self, new_topic_id: &mut dyn FnMut() -> uuid::Uuid) -> uuid::Uuid {
+    pub(crate) fn new_topic_id(&self, new_topic_id: &mut dyn FnMut() -> uuid::Uuid) -> uuid::Uuid {
         // Kafka never uses the zero uuid (it means "no id") and ids must be unique.
         loop {
             let id = new_topic_id();
@@ -717,6 +755,45 @@ impl ControllerState {
                 shard: p.shard,
             });
         }
+        plan
+    }
+
+    /// Raises partition leader epochs to at least `min + 1` (reference §2.10): a no-op
+    /// where the epoch is already greater than `min`.
+    fn plan_bump_leader_epochs(&self, partitions: &[(TopicPartition, i32)]) -> Plan {
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(partitions.len());
+        let mut bumped: HashMap<&TopicPartition, i32> = HashMap::new();
+        for (tp, min) in partitions {
+            let label = tp.to_string();
+            let Some((topic, p)) = self.topics.get(&tp.topic).and_then(|t| {
+                usize::try_from(tp.partition)
+                    .ok()
+                    .and_then(|i| t.partitions.get(i))
+                    .map(|p| (t, p))
+            }) else {
+                results.push(AdminResult::err(
+                    label,
+                    err_code(ResponseError::UnknownTopicOrPartition),
+                    format!("Partition {tp} does not exist"),
+                ));
+                continue;
+            };
+            let current = bumped.get(tp).copied().unwrap_or(p.leader_epoch);
+            if current <= *min {
+                let epoch = min.saturating_add(1);
+                bumped.insert(tp, epoch);
+                plan.records.push(MetadataRecord::Partition {
+                    topic_id: topic.id,
+                    partition: p.partition,
+                    leader: p.leader,
+                    leader_epoch: epoch,
+                    shard: p.shard as u32,
+                });
+            }
+            results.push(AdminResult::ok(label));
+        }
+        plan.response = AdminResponse::Results(results);
         plan
     }
 

@@ -141,6 +141,7 @@ mod tests {
             default_log_config: LogConfig::default(),
             num_partitions: 1,
             queue_max: 4,
+            mirror_state_partitions: 3,
         };
         let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
             String::new(),

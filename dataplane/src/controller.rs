@@ -43,6 +43,40 @@ pub enum AdminRequest {
     AllocateProducerIds {
         count: i64,
     },
+    /// CreateMirror: the broker has checked the source (and filled in
+    /// `source.cluster.id`). Creates `__mirror_state` with the first mirror.
+    CreateMirror {
+        name: String,
+        configs: Vec<(String, Option<String>)>,
+    },
+    /// AddTopicsToMirror: topic ids and partition counts come from the source; the broker
+    /// has checked the partitions' actual states.
+    AddTopicsToMirror {
+        mirror: String,
+        topics: Vec<crate::wire::mirror::MirrorTopicMetadata>,
+    },
+    /// RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics: move topics of
+    /// `mirror` to `desired`.
+    SetMirrorTopicsState {
+        mirror: String,
+        topics: Vec<String>,
+        desired: crate::wire::mirror::DesiredMirrorState,
+    },
+    /// DeleteMirror: the broker has checked that every partition of the mirror is
+    /// STOPPED.
+    DeleteMirror { name: String },
+    /// Raise each partition's leader epoch above the given epoch (mirror partitions keep
+    /// their epoch above every mirrored batch epoch; STOPPING draws the line).
+    BumpLeaderEpochs {
+        partitions: Vec<(crate::types::TopicPartition, i32)>,
+    },
+    /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
+    AlterMirrorConfigs {
+        name: String,
+        configs: Vec<(String, Option<String>)>,
+        incremental: bool,
+        validate_only: bool,
+    },
 }
 
 /// The per-item outcome of an admin request: a Kafka error code and message.

@@ -1,0 +1,582 @@
+//! The controller's half of the mirror admin RPCs: mirror configs (MIRROR config
+//! resources, type 64) and the topic-to-mirror association (`mirror.name`). Planning
+//! only, like the rest of [`crate::state`]; the broker has already done the checks that
+//! need the source cluster or the partitions' actual states.
+
+use std::collections::BTreeMap;
+
+use dataplane::controller::{AdminResponse, AdminResult};
+use dataplane::metadata::default_shard;
+use dataplane::types::TopicPartition;
+use dataplane::wire::mirror::{
+    errors, mirror_name_value, DesiredMirrorState, MirrorTopicMetadata, MIRROR_NAME_CONFIG,
+};
+use kafka_protocol::ResponseError;
+
+use crate::metadata_log::{ConfigResourceType, MetadataRecord};
+use crate::state::{effective_log_config, ControllerState, PartitionAction, Plan};
+
+/// The compacted internal topic holding mirror partition states and LMEs.
+pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
+
+/// Longest mirror name accepted.
+pub const MIRROR_NAME_LEN_MAX: usize = 200;
+
+/// Mirror configs whose values are integers >= 0.
+const MIRROR_INT_CONFIGS: &[&str] = &[
+    "request.timeout.ms",
+    "socket.connection.setup.timeout.ms",
+    "socket.connection.setup.timeout.max.ms",
+    "connections.max.idle.ms",
+    "fetch.wait.max.ms",
+    "fetch.backoff.ms",
+    "fetch.min.bytes",
+    "fetch.response.max.bytes",
+    "fetch.max.bytes",
+    "socket.timeout.ms",
+    "socket.receive.buffer.bytes",
+    "mirror.metadata.refresh.interval.ms",
+    "mirror.failed.retry.initial.backoff.ms",
+    "mirror.failed.retry.max.backoff.ms",
+    "mirror.failed.retry.max.attempts",
+    "mirror.fetch.connections",
+];
+
+/// Mirror configs with free-form string values.
+const MIRROR_STRING_CONFIGS: &[&str] = &[
+    "bootstrap.servers",
+    "source.cluster.id",
+    "topic.properties.exclude",
+    "topics.include",
+    "topics.exclude",
+    "groups.include",
+    "groups.exclude",
+    "acls.include",
+    "security.protocol",
+    "client.id",
+];
+
+/// Configs that only change what is synced, not how the source is reached: changing
+/// them does not reconnect the mirror (reference §3.3).
+pub const MIRROR_NON_CONNECTION_CONFIGS: &[&str] = &[
+    "topic.properties.exclude",
+    "topics.include",
+    "topics.exclude",
+    "groups.include",
+    "groups.exclude",
+    "acls.include",
+    "mirror.metadata.refresh.interval.ms",
+];
+
+/// Whether a mirror config holds a secret (never echoed by DescribeConfigs).
+pub fn is_sensitive_mirror_config(key: &str) -> bool {
+    key.ends_with(".password") || key == "sasl.jaas.config" || key.ends_with(".key")
+}
+
+/// Checks one mirror config; `Err` names the key and says what is wrong.
+pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
+    if MIRROR_INT_CONFIGS.contains(&key) {
+        return match value.trim().parse::<i64>() {
+            Ok(v) if v >= 0 => Ok(()),
+            _ => Err(format!(
+                "Invalid value {value:?} for mirror config {key}: must be an integer >= 0"
+            )),
+        };
+    }
+    if key == "bootstrap.servers" {
+        let ok = !value.trim().is_empty()
+            && value.split(',').all(|hp| {
+                let hp = hp.trim();
+                hp.rsplit_once(':')
+                    .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+            });
+        return if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid value {value:?} for mirror config bootstrap.servers: expected host:port[,host:port...]"
+            ))
+        };
+    }
+    if key == "security.protocol" {
+        return if value.eq_ignore_ascii_case("PLAINTEXT") {
+            Ok(())
+        } else {
+            Err(format!(
+                "Invalid value {value:?} for mirror config security.protocol: only PLAINTEXT source connections are supported"
+            ))
+        };
+    }
+    for pattern_key in ["topics.include", "topics.exclude", "groups.include", "groups.exclude"] {
+        if key == pattern_key {
+            for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                if let Err(e) = regex::Regex::new(&format!("^(?:{p})$")) {
+                    return Err(format!("Invalid regex {p:?} in mirror config {key}: {e}"));
+                }
+            }
+            return Ok(());
+        }
+    }
+    if MIRROR_STRING_CONFIGS.contains(&key) || key.starts_with("ssl.") || key.starts_with("sasl.")
+    {
+        return Ok(());
+    }
+    Err(format!("Unknown mirror config {key}"))
+}
+
+/// Kafka-like resource name rules for a mirror, and no suffix `mirror.name` reserves.
+pub fn validate_mirror_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("Mirror name must not be empty".to_string());
+    }
+    if name.len() > MIRROR_NAME_LEN_MAX {
+        return Err(format!(
+            "Mirror name is longer than {MIRROR_NAME_LEN_MAX} characters"
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "Mirror name {name:?} contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    if name.ends_with(".paused") || name.ends_with(".removed") {
+        return Err(format!(
+            "Mirror name {name:?} must not end with .paused or .removed"
+        ));
+    }
+    Ok(())
+}
+
+fn failed(code: i16, message: String) -> Plan {
+    Plan::answer(AdminResponse::Failed {
+        error_code: code,
+        message,
+    })
+}
+
+impl ControllerState {
+    /// Configs of a mirror, if it exists.
+    pub fn mirror_configs(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.resource_configs(ConfigResourceType::Mirror, name)
+    }
+
+    fn mirror_config_records(
+        name: &str,
+        configs: impl IntoIterator<Item = (String, Option<String>)>,
+    ) -> Vec<MetadataRecord> {
+        configs
+            .into_iter()
+            .map(|(key, value)| MetadataRecord::Config {
+                resource_type: ConfigResourceType::Mirror,
+                resource_name: name.to_string(),
+                name: key,
+                value,
+            })
+            .collect()
+    }
+
+    pub(crate) fn plan_create_mirror(
+        &self,
+        name: &str,
+        configs: &[(String, Option<String>)],
+        new_topic_id: &mut dyn FnMut() -> uuid::Uuid,
+    ) -> Plan {
+        if let Err(m) = validate_mirror_name(name) {
+            return failed(ResponseError::InvalidRequest.code(), m);
+        }
+        if self.mirror_configs(name).is_some() {
+            return failed(
+                errors::CLUSTER_MIRROR_ALREADY_EXISTS,
+                format!("Mirror {name} already exists"),
+            );
+        }
+        let mut stored = BTreeMap::new();
+        for (key, value) in configs {
+            let Some(value) = value else {
+                return failed(
+                    ResponseError::InvalidConfig.code(),
+                    format!("Null value not supported for mirror config {key}"),
+                );
+            };
+            if let Err(m) = validate_mirror_config(key, value) {
+                return failed(ResponseError::InvalidConfig.code(), m);
+            }
+            stored.insert(key.clone(), value.clone());
+        }
+        if !stored.contains_key("bootstrap.servers") {
+            return failed(
+                ResponseError::InvalidConfig.code(),
+                "Mirror config bootstrap.servers is required".to_string(),
+            );
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
+        plan.records = Self::mirror_config_records(
+            name,
+            stored.into_iter().map(|(k, v)| (k, Some(v))),
+        );
+        if !self.topics.contains_key(MIRROR_STATE_TOPIC) {
+            let id = self.new_topic_id(new_topic_id);
+            let configs = BTreeMap::from([
+                ("cleanup.policy".to_string(), "compact".to_string()),
+                ("retention.ms".to_string(), "-1".to_string()),
+            ]);
+            self.push_new_topic(
+                &mut plan,
+                0,
+                MIRROR_STATE_TOPIC,
+                id,
+                self.settings.mirror_state_partitions,
+                configs,
+            );
+        }
+        plan
+    }
+
+    pub(crate) fn plan_add_topics_to_mirror(
+        &self,
+        mirror: &str,
+        topics: &[MirrorTopicMetadata],
+    ) -> Plan {
+        if self.mirror_configs(mirror).is_none() {
+            return failed(
+                errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Mirror {mirror} does not exist"),
+            );
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(topics.len());
+        let mut claimed_ids = std::collections::HashSet::new();
+        for (index, t) in topics.iter().enumerate() {
+            let name = t.name.as_str();
+            let fail = |code: i16, msg: String| AdminResult::err(name, code, msg);
+            let result = if let Err(m) = crate::state::validate_topic_name(name) {
+                fail(ResponseError::InvalidTopicException.code(), m)
+            } else if crate::state::is_internal_topic(name) {
+                fail(
+                    ResponseError::InvalidTopicException.code(),
+                    format!("Internal topic {name} cannot be mirrored"),
+                )
+            } else if t.topic_id.is_nil() || t.num_partitions < 1 {
+                fail(
+                    ResponseError::InvalidRequest.code(),
+                    format!("Topic {name} needs the source topic id and partition count"),
+                )
+            } else if !claimed_ids.insert(t.topic_id) {
+                fail(
+                    ResponseError::InvalidRequest.code(),
+                    format!("Topic id {} appears twice in the request", t.topic_id),
+                )
+            } else if let Some(local) = self.topics.get(name) {
+                match local.mirror() {
+                    _ if local.id != t.topic_id => fail(
+                        ResponseError::InconsistentTopicId.code(),
+                        format!(
+                            "Local topic {name} has id {} but the source topic has id {}; delete the local topic first",
+                            dataplane::log::loader::format_topic_id(local.id),
+                            dataplane::log::loader::format_topic_id(t.topic_id)
+                        ),
+                    ),
+                    Some((m, DesiredMirrorState::Mirroring)) if m == mirror => AdminResult::ok(name),
+                    Some((m, DesiredMirrorState::Paused)) if m == mirror => fail(
+                        errors::MIRROR_TOPIC_NOT_STOPPED,
+                        format!("Topic {name} is paused in mirror {mirror}; resume it instead"),
+                    ),
+                    Some((m, desired)) if m != mirror && desired != DesiredMirrorState::Stopped => {
+                        fail(
+                            errors::TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+                            format!("Topic {name} is already in mirror {m}"),
+                        )
+                    }
+                    _ => {
+                        let current = local.partitions.len() as i32;
+                        for p in current..t.num_partitions {
+                            self.push_partition(&mut plan, index, local, p);
+                        }
+                        plan.records.push(MetadataRecord::Config {
+                            resource_type: ConfigResourceType::Topic,
+                            resource_name: name.to_string(),
+                            name: MIRROR_NAME_CONFIG.to_string(),
+                            value: Some(mirror_name_value(mirror, DesiredMirrorState::Mirroring)),
+                        });
+                        AdminResult::ok(name)
+                    }
+                }
+            } else if let Some(other) = self.topics_by_id.get(&t.topic_id) {
+                fail(
+                    ResponseError::TopicAlreadyExists.code(),
+                    format!(
+                        "Topic id {} is already used by local topic {other}",
+                        dataplane::log::loader::format_topic_id(t.topic_id)
+                    ),
+                )
+            } else if t.num_partitions > crate::state::TOPIC_PARTITIONS_MAX {
+                fail(
+                    ResponseError::InvalidPartitions.code(),
+                    format!(
+                        "Source topic {name} has {} partitions, more than the maximum of {}",
+                        t.num_partitions,
+                        crate::state::TOPIC_PARTITIONS_MAX
+                    ),
+                )
+            } else {
+                let configs = BTreeMap::from([(
+                    MIRROR_NAME_CONFIG.to_string(),
+                    mirror_name_value(mirror, DesiredMirrorState::Mirroring),
+                )]);
+                self.push_new_topic(&mut plan, index, name, t.topic_id, t.num_partitions, configs);
+                AdminResult::ok(name)
+            };
+            results.push(result);
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    pub(crate) fn plan_set_mirror_topics_state(
+        &self,
+        mirror: &str,
+        topics: &[String],
+        desired: DesiredMirrorState,
+    ) -> Plan {
+        if self.mirror_configs(mirror).is_none() {
+            return failed(
+                errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Mirror {mirror} does not exist"),
+            );
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(topics.len());
+        for name in topics {
+            let fail = |code: i16, msg: String| AdminResult::err(name.as_str(), code, msg);
+            let Some(topic) = self.topics.get(name) else {
+                results.push(fail(
+                    ResponseError::UnknownTopicOrPartition.code(),
+                    format!("Topic {name} does not exist"),
+                ));
+                continue;
+            };
+            let current = match topic.mirror() {
+                None => {
+                    results.push(fail(
+                        errors::UNKNOWN_CLUSTER_MIRROR,
+                        format!("Topic {name} is not in any mirror"),
+                    ));
+                    continue;
+                }
+                Some((m, _)) if m != mirror => {
+                    results.push(fail(
+                        errors::TOPIC_NOT_IN_CLUSTER_MIRROR,
+                        format!("Topic {name} is in mirror {m}, not {mirror}"),
+                    ));
+                    continue;
+                }
+                Some((_, current)) => current,
+            };
+            use DesiredMirrorState::*;
+            let outcome = match (desired, current) {
+                (a, b) if a == b => Ok(false),
+                (Stopped, _) => Ok(true),
+                (Paused, Stopped) => Err(fail(
+                    errors::MIRROR_TOPIC_BEING_STOPPED,
+                    format!("Topic {name} has been removed from mirror {mirror}"),
+                )),
+                (Paused, _) => Ok(true),
+                (Mirroring, Stopped) => Err(fail(
+                    errors::MIRROR_TOPIC_NOT_PAUSED,
+                    format!("Topic {name} is not paused (it was removed from mirror {mirror}); add it to the mirror again instead"),
+                )),
+                (Mirroring, _) => Ok(true),
+            };
+            match outcome {
+                Err(r) => results.push(r),
+                Ok(change) => {
+                    if change {
+                        plan.records.push(MetadataRecord::Config {
+                            resource_type: ConfigResourceType::Topic,
+                            resource_name: name.clone(),
+                            name: MIRROR_NAME_CONFIG.to_string(),
+                            value: Some(mirror_name_value(mirror, desired)),
+                        });
+                    }
+                    results.push(AdminResult::ok(name.as_str()));
+                }
+            }
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    pub(crate) fn plan_delete_mirror(&self, name: &str) -> Plan {
+        let Some(configs) = self.mirror_configs(name) else {
+            return failed(
+                errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Mirror {name} does not exist"),
+            );
+        };
+        let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
+        for topic in self.topics.values() {
+            match topic.mirror() {
+                Some((m, DesiredMirrorState::Stopped)) if m == name => {
+                    plan.records.push(MetadataRecord::Config {
+                        resource_type: ConfigResourceType::Topic,
+                        resource_name: topic.name.clone(),
+                        name: MIRROR_NAME_CONFIG.to_string(),
+                        value: None,
+                    });
+                }
+                Some((m, _)) if m == name => {
+                    return failed(
+                        errors::CLUSTER_MIRROR_NOT_EMPTY,
+                        format!(
+                            "Mirror {name} still mirrors topic {}; remove its topics first",
+                            topic.name
+                        ),
+                    );
+                }
+                _ => {}
+            }
+        }
+        plan.records.extend(Self::mirror_config_records(
+            name,
+            configs.keys().map(|k| (k.clone(), None)),
+        ));
+        plan
+    }
+
+    pub(crate) fn plan_alter_mirror_configs(
+        &self,
+        name: &str,
+        configs: &[(String, Option<String>)],
+        incremental: bool,
+        validate_only: bool,
+    ) -> Plan {
+        let fail = |code: i16, msg: String| {
+            Plan::answer(AdminResponse::Results(vec![AdminResult::err(name, code, msg)]))
+        };
+        let Some(current) = self.mirror_configs(name) else {
+            return fail(
+                errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Mirror {name} does not exist"),
+            );
+        };
+        let mut target = if incremental {
+            current.clone()
+        } else {
+            BTreeMap::new()
+        };
+        for (key, value) in configs {
+            match value {
+                Some(v) => {
+                    if let Err(m) = validate_mirror_config(key, v) {
+                        return fail(ResponseError::InvalidConfig.code(), m);
+                    }
+                    target.insert(key.clone(), v.clone());
+                }
+                None => {
+                    target.remove(key);
+                }
+            }
+        }
+        for required in ["bootstrap.servers", "source.cluster.id"] {
+            if current.contains_key(required) && !target.contains_key(required) {
+                return fail(
+                    ResponseError::InvalidConfig.code(),
+                    format!("Mirror config {required} cannot be removed"),
+                );
+            }
+        }
+        if target.get("source.cluster.id") != current.get("source.cluster.id") {
+            return fail(
+                ResponseError::InvalidConfig.code(),
+                "Mirror config source.cluster.id cannot be changed; create a new mirror"
+                    .to_string(),
+            );
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
+        if validate_only {
+            return plan;
+        }
+        let mut changes: Vec<(String, Option<String>)> = current
+            .keys()
+            .filter(|k| !target.contains_key(*k))
+            .map(|k| (k.clone(), None))
+            .collect();
+        changes.extend(
+            target
+                .iter()
+                .filter(|(k, v)| current.get(*k) != Some(*v))
+                .map(|(k, v)| (k.clone(), Some(v.clone()))),
+        );
+        plan.records = Self::mirror_config_records(name, changes);
+        plan
+    }
+
+    /// Records and partition opens for a new topic with a known id.
+    pub(crate) fn push_new_topic(
+        &self,
+        plan: &mut Plan,
+        result_index: usize,
+        name: &str,
+        id: uuid::Uuid,
+        partitions: i32,
+        configs: BTreeMap<String, String>,
+    ) {
+        let log_config = effective_log_config(&self.settings.default_log_config, &configs);
+        plan.records.push(MetadataRecord::Topic {
+            name: name.to_string(),
+            id,
+        });
+        for p in 0..partitions {
+            let shard = default_shard(name, p, self.settings.shard_count);
+            plan.records.push(MetadataRecord::Partition {
+                topic_id: id,
+                partition: p,
+                leader: self.settings.node_id,
+                leader_epoch: 0,
+                shard: shard as u32,
+            });
+            plan.actions.push(PartitionAction::Open {
+                result_index,
+                tp: TopicPartition::new(name, p),
+                topic_id: id,
+                config: log_config.clone(),
+                shard,
+            });
+        }
+        for (key, value) in configs {
+            plan.records.push(MetadataRecord::Config {
+                resource_type: ConfigResourceType::Topic,
+                resource_name: name.to_string(),
+                name: key,
+                value: Some(value),
+            });
+        }
+    }
+
+    fn push_partition(
+        &self,
+        plan: &mut Plan,
+        result_index: usize,
+        topic: &dataplane::metadata::TopicImage,
+        p: i32,
+    ) {
+        let shard = default_shard(&topic.name, p, self.settings.shard_count);
+        plan.records.push(MetadataRecord::Partition {
+            topic_id: topic.id,
+            partition: p,
+            leader: self.settings.node_id,
+            leader_epoch: 0,
+            shard: shard as u32,
+        });
+        plan.actions.push(PartitionAction::Open {
+            result_index,
+            tp: TopicPartition::new(topic.name.clone(), p),
+            topic_id: topic.id,
+            config: topic.log_config.clone(),
+            shard,
+        });
+    }
+}
