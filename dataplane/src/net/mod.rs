@@ -7,6 +7,9 @@
 //! `socket.request.max.bytes`, or one whose header or body does not decode, closes the
 //! connection with a log line naming the client. Requests on one connection are
 //! answered in order, one at a time.
+//!
+//! The mirror RPCs (keys 94-104, v0, flexible) are not known to kafka-protocol: they are
+//! recognised by key before the Kafka dispatch and go through [`wire::mirror`]'s codec.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -19,6 +22,13 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::api;
 use crate::shard::ShardCtx;
+use crate::wire;
+use crate::wire::mirror::{MirrorRequest, MirrorResponse};
+
+/// Request header version of the mirror RPCs (all flexible).
+const MIRROR_REQUEST_HEADER_VERSION: i16 = 2;
+/// Response header version of the mirror RPCs: correlation id and tagged fields.
+const MIRROR_RESPONSE_HEADER_VERSION: i16 = 1;
 
 /// Why a connection was closed.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +55,12 @@ pub enum ConnectionError {
         version: i16,
         message: String,
     },
+    #[error("mirror API key {key} v{version} is not supported")]
+    UnsupportedMirrorVersion { key: i16, version: i16 },
+    #[error("cannot decode mirror API key {key} v0 request: {message}")]
+    MirrorDecode { key: i16, message: String },
+    #[error("cannot encode mirror API key {key} v0 response: {message}")]
+    MirrorEncode { key: i16, message: String },
 }
 
 /// Accepts connections until `stop` closes; each connection runs as its own task.
@@ -182,6 +198,11 @@ pub async fn handle_frame(
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    if wire::mirror::keys::ALL.contains(&raw_key) {
+        return handle_mirror_frame(ctx, frame, raw_key, version, peer)
+            .await
+            .map(Some);
+    }
     let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
     if key == ApiKey::ApiVersions && !api::is_supported(key, version) {
         // Clients probe with their newest ApiVersions; answer v0 with the error and our
@@ -243,4 +264,163 @@ fn encode_response(
     let size = (buf.len() - 4) as i32;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+/// A mirror RPC (keys 94-104): v0 only, flexible request header v2, response header v1.
+async fn handle_mirror_frame(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    raw_key: i16,
+    version: i16,
+    peer: &str,
+) -> Result<Bytes, ConnectionError> {
+    let (header, request) = decode_mirror_request(frame, raw_key, version)?;
+    tracing::trace!(
+        client = %peer,
+        client_id = header.client_id.as_ref().map_or("", |c| c.as_str()),
+        key = raw_key,
+        correlation_id = header.correlation_id,
+        "mirror request"
+    );
+    let response = api::mirror::handle(ctx, &header, request).await;
+    encode_mirror_response(raw_key, header.correlation_id, &response)
+}
+
+/// Checks the version and decodes the header and body of a mirror request frame (the
+/// frame without its size prefix). Bytes after the body are ignored, as kafka-protocol
+/// does for the other keys.
+fn decode_mirror_request(
+    mut frame: Bytes,
+    raw_key: i16,
+    version: i16,
+) -> Result<(RequestHeader, MirrorRequest), ConnectionError> {
+    if wire::mirror::check_version(raw_key, version).is_err() {
+        return Err(ConnectionError::UnsupportedMirrorVersion {
+            key: raw_key,
+            version,
+        });
+    }
+    let header = RequestHeader::decode(&mut frame, MIRROR_REQUEST_HEADER_VERSION).map_err(|e| {
+        ConnectionError::MirrorDecode {
+            key: raw_key,
+            message: format!("request header: {e}"),
+        }
+    })?;
+    let request =
+        MirrorRequest::decode(raw_key, &mut frame).map_err(|e| ConnectionError::MirrorDecode {
+            key: raw_key,
+            message: e.to_string(),
+        })?;
+    Ok((header, request))
+}
+
+/// Size prefix, response header v1 and the body of the answer to mirror key `raw_key`.
+fn encode_mirror_response(
+    raw_key: i16,
+    correlation_id: i32,
+    response: &MirrorResponse,
+) -> Result<Bytes, ConnectionError> {
+    if response.api_key() != raw_key {
+        return Err(ConnectionError::MirrorEncode {
+            key: raw_key,
+            message: format!("the handler answered key {}", response.api_key()),
+        });
+    }
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    ResponseHeader::default()
+        .with_correlation_id(correlation_id)
+        .encode(&mut buf, MIRROR_RESPONSE_HEADER_VERSION)
+        .map_err(|e| ConnectionError::MirrorEncode {
+            key: raw_key,
+            message: e.to_string(),
+        })?;
+    response.encode(&mut buf);
+    let size = i32::try_from(buf.len() - 4).map_err(|_| ConnectionError::MirrorEncode {
+        key: raw_key,
+        message: format!("response of {} bytes", buf.len() - 4),
+    })?;
+    buf[..4].copy_from_slice(&size.to_be_bytes());
+    Ok(buf.freeze())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::protocol::StrBytes;
+
+    use super::*;
+    use crate::wire::mirror::{keys, DeleteMirrorRequest, SimpleMirrorResponse};
+
+    fn mirror_frame(key: i16, version: i16, request: &MirrorRequest) -> Bytes {
+        let mut buf = BytesMut::new();
+        RequestHeader::default()
+            .with_request_api_key(key)
+            .with_request_api_version(version)
+            .with_correlation_id(42)
+            .with_client_id(Some(StrBytes::from_static_str("tool")))
+            .encode(&mut buf, MIRROR_REQUEST_HEADER_VERSION)
+            .expect("request header encodes");
+        request.encode(&mut buf);
+        buf.freeze()
+    }
+
+    fn delete_request() -> MirrorRequest {
+        MirrorRequest::DeleteMirror(DeleteMirrorRequest {
+            mirror_name: "m1".into(),
+            state_validation_offset: 7,
+        })
+    }
+
+    #[test]
+    fn mirror_request_frame_decodes() {
+        let frame = mirror_frame(keys::DELETE_MIRROR, 0, &delete_request());
+        let (header, request) =
+            decode_mirror_request(frame, keys::DELETE_MIRROR, 0).expect("frame decodes");
+        assert_eq!(header.correlation_id, 42);
+        assert_eq!(header.client_id.as_deref(), Some("tool"));
+        assert_eq!(request, delete_request());
+    }
+
+    #[test]
+    fn mirror_request_other_versions_are_refused() {
+        let frame = mirror_frame(keys::DELETE_MIRROR, 1, &delete_request());
+        assert!(matches!(
+            decode_mirror_request(frame, keys::DELETE_MIRROR, 1),
+            Err(ConnectionError::UnsupportedMirrorVersion {
+                key: keys::DELETE_MIRROR,
+                version: 1
+            })
+        ));
+    }
+
+    #[test]
+    fn mirror_request_truncated_body_is_refused() {
+        let frame = mirror_frame(keys::DELETE_MIRROR, 0, &delete_request());
+        let cut = frame.slice(..frame.len() - 1);
+        assert!(matches!(
+            decode_mirror_request(cut, keys::DELETE_MIRROR, 0),
+            Err(ConnectionError::MirrorDecode { .. })
+        ));
+    }
+
+    #[test]
+    fn mirror_response_frame_layout() {
+        let response = MirrorResponse::DeleteMirror(SimpleMirrorResponse::default());
+        let bytes = encode_mirror_response(keys::DELETE_MIRROR, 42, &response).expect("encodes");
+        #[rustfmt::skip]
+        let expected: &[u8] = &[
+            0, 0, 0, 13,      // size
+            0, 0, 0, 42,      // correlation id
+            0x00,             // header tagged fields
+            0, 0, 0, 0,       // ThrottleTimeMs
+            0, 0,             // ErrorCode
+            0x00,             // ErrorMessage: null
+            0x00,             // tagged fields
+        ];
+        assert_eq!(&bytes[..], expected);
+        assert!(matches!(
+            encode_mirror_response(keys::CREATE_MIRROR, 42, &response),
+            Err(ConnectionError::MirrorEncode { .. })
+        ));
+    }
 }
