@@ -165,6 +165,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             .transaction_abort_timed_out_transaction_cleanup_interval_ms
             .max(1) as u64,
     };
+    // The mirror thread's queue exists before the shards so they can hold its handle;
+    // the thread itself starts once the shards serve (it drives them).
+    let (mirror_client, mirror_receiver) = controlplane::mirror::service::mirror_channel();
     // Shutdown happens in two phases across all shards: stop serving, then close logs.
     let (stop_tx, stop_rx) = async_channel::bounded::<()>(1);
     let stopped_serving = Arc::new(AtomicUsize::new(0));
@@ -174,7 +177,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         let ctx_parts = (
             router.clone(),
             Arc::clone(&metadata),
-            Arc::clone(&controller),
+            (Arc::clone(&controller), Arc::clone(&mirror_client)),
             Arc::clone(&settings),
             stop_rx.clone(),
             Arc::clone(&stopped_serving),
@@ -219,6 +222,27 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             }
         }
     }
+    let mut mirror_thread = None;
+    if failure.is_none() {
+        match controlplane::mirror::service::spawn_mirror_thread(
+            mirror_receiver,
+            router.clone(),
+            Arc::clone(&metadata),
+            Arc::clone(&controller),
+            controlplane::mirror::manager::MirrorManagerConfig {
+                retry_initial_backoff_ms: config.mirror_failed_retry_initial_backoff_ms.max(1) as u64,
+                retry_max_backoff_ms: config.mirror_failed_retry_max_backoff_ms.max(1) as u64,
+                retry_max_attempts: config.mirror_failed_retry_max_attempts,
+            },
+        ) {
+            Ok(h) => mirror_thread = Some(h),
+            Err(e) => {
+                failure.get_or_insert(ServeError::Controller(format!(
+                    "cannot start the mirror thread: {e}"
+                )));
+            }
+        }
+    }
     if failure.is_none() {
         tracing::info!(listen = %config.listen, "twinlog ready");
         while !stop_flag.load(Ordering::Relaxed) {
@@ -227,12 +251,16 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         tracing::info!("shutting down");
     }
     stop_tx.close();
+    mirror_client.close();
     for h in handles {
         if let Err(e) = h.join() {
             tracing::error!(error = %e, "shard ended with an error");
         }
     }
     router.close();
+    if let Some(h) = mirror_thread {
+        let _ = h.join();
+    }
     if let Err(e) = controller_thread.shutdown() {
         tracing::error!(error = %e, "controller shutdown");
     }
@@ -252,7 +280,10 @@ async fn run_shard(
     listen: SocketAddr,
     router: ShardRouter,
     metadata: Arc<MetadataCell>,
-    controller: Arc<dyn dataplane::controller::ControllerHandle>,
+    (controller, mirror): (
+        Arc<dyn dataplane::controller::ControllerHandle>,
+        Arc<controlplane::mirror::service::MirrorClient>,
+    ),
     settings: Arc<ShardSettings>,
     jobs: async_channel::Receiver<dataplane::shard::Job>,
     stop: async_channel::Receiver<()>,
@@ -267,6 +298,7 @@ async fn run_shard(
         controller,
         Arc::clone(&settings),
     );
+    ctx.set_mirror_handle(mirror);
     let offsets_partitions = group_config.offsets_topic_partitions;
     let group_runtime = GroupRuntime::new(group_config);
     ctx.set_group_runtime(Rc::clone(&group_runtime));
@@ -335,7 +367,8 @@ async fn run_shard(
     // A JoinGroup parked for a rebalance must not hold the connection open.
     group_runtime.shutdown();
     txn_runtime.shutdown();
-    // Connections finish the request in hand, then close.
+    // Connections finish the request in hand, then close; mirror fetchers stop.
+    ctx.mirror_fetchers.shutdown();
     let _ = gate.close().await;
     housekeeping.cancel().await;
     groups.cancel().await;

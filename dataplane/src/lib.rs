@@ -6,7 +6,9 @@
 //! the binary wires the implementation in.
 
 pub mod api;
+pub mod client;
 pub mod controller;
+pub mod fetcher;
 pub mod group;
 pub mod log;
 pub mod metadata;

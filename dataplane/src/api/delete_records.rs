@@ -32,6 +32,10 @@ pub async fn delete_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, offset: i64)
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
+    if let Some(message) = crate::api::produce::read_only_reason(&ctx, &tp) {
+        tracing::info!(%tp, %message, "DeleteRecords rejected");
+        return (crate::wire::mirror::errors::READ_ONLY_TOPIC, -1);
+    }
     let Ok(mut log) = p.log.write().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };

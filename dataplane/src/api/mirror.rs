@@ -3,10 +3,16 @@
 //! ReadMirrorStates, WriteMirrorStates and DescribeMirrors go to the control plane's
 //! mirror side; ListMirrors is answered from the metadata image.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::ResponseError;
+
+use crate::client::cluster::SourceCluster;
+use crate::client::ConnectionConfig;
+use crate::controller::{AdminRequest, AdminResponse, AdminResult};
 
 use crate::shard::ShardCtx;
 use crate::wire::mirror::*;
@@ -17,12 +23,560 @@ pub async fn handle(
     header: &RequestHeader,
     request: MirrorRequest,
 ) -> MirrorResponse {
-    let _ = (ctx, header);
-    error_response(
-        &request,
-        ResponseError::UnsupportedVersion.code(),
-        "not implemented yet",
+    let _ = header;
+    match request {
+        MirrorRequest::CreateMirror(r) => MirrorResponse::CreateMirror(create_mirror(ctx, r).await),
+        MirrorRequest::AddTopicsToMirror(r) => {
+            MirrorResponse::AddTopicsToMirror(add_topics(ctx, r).await)
+        }
+        MirrorRequest::RemoveTopicsFromMirror(r) => MirrorResponse::RemoveTopicsFromMirror(
+            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Stopped).await,
+        ),
+        MirrorRequest::PauseMirrorTopics(r) => MirrorResponse::PauseMirrorTopics(
+            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Paused).await,
+        ),
+        MirrorRequest::ResumeMirrorTopics(r) => MirrorResponse::ResumeMirrorTopics(
+            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Mirroring).await,
+        ),
+        MirrorRequest::DeleteMirror(r) => MirrorResponse::DeleteMirror(delete_mirror(ctx, r).await),
+        MirrorRequest::ListMirrors(r) => MirrorResponse::ListMirrors(list_mirrors(ctx, &r)),
+        other @ (MirrorRequest::DescribeMirrors(_)
+        | MirrorRequest::ReadMirrorStates(_)
+        | MirrorRequest::WriteMirrorStates(_)) => forward_to_mirror_manager(ctx, other).await,
+    }
+}
+
+async fn forward_to_mirror_manager(ctx: &Rc<ShardCtx>, request: MirrorRequest) -> MirrorResponse {
+    let Some(handle) = ctx.mirror_handle() else {
+        return error_response(
+            &request,
+            ResponseError::CoordinatorNotAvailable.code(),
+            "the mirror manager is not running yet",
+        );
+    };
+    let fallback = request.clone();
+    match handle.submit(request).await {
+        Ok(r) => r,
+        Err(_) => error_response(
+            &fallback,
+            ResponseError::CoordinatorNotAvailable.code(),
+            "the mirror manager went away",
+        ),
+    }
+}
+
+/// Sends an admin request to the controller and turns its answer into per-item
+/// results (a whole-request failure becomes the same error for every item).
+async fn submit(
+    ctx: &Rc<ShardCtx>,
+    request: AdminRequest,
+    names: &[String],
+) -> Vec<AdminResult> {
+    match ctx.controller.submit(request).await {
+        Ok(AdminResponse::Results(r)) => r,
+        Ok(AdminResponse::Failed {
+            error_code,
+            message,
+        }) => names
+            .iter()
+            .map(|n| AdminResult::err(n.clone(), error_code, message.clone()))
+            .collect(),
+        Ok(other) => names
+            .iter()
+            .map(|n| {
+                AdminResult::err(
+                    n.clone(),
+                    ResponseError::UnknownServerError.code(),
+                    format!("unexpected controller answer {other:?}"),
+                )
+            })
+            .collect(),
+        Err(_) => names
+            .iter()
+            .map(|n| {
+                AdminResult::err(
+                    n.clone(),
+                    ResponseError::BrokerNotAvailable.code(),
+                    "the controller went away",
+                )
+            })
+            .collect(),
+    }
+}
+
+fn simple(error_code: i16, message: Option<String>) -> SimpleMirrorResponse {
+    SimpleMirrorResponse {
+        throttle_time_ms: 0,
+        error_code,
+        error_message: message,
+    }
+}
+
+fn source_connection_config(configs: &BTreeMap<String, String>, name: &str) -> ConnectionConfig {
+    let ms = |k: &str, d: u64| {
+        configs
+            .get(k)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(d)
+    };
+    let mut c = ConnectionConfig::new(
+        &format!("twinlog-mirror-admin-{name}"),
+        Duration::from_millis(ms("socket.connection.setup.timeout.ms", 10_000).clamp(100, 600_000)),
+    );
+    c.request_timeout = Duration::from_millis(ms("request.timeout.ms", 30_000).clamp(100, 600_000));
+    c
+}
+
+async fn create_mirror(ctx: &Rc<ShardCtx>, r: CreateMirrorRequest) -> SimpleMirrorResponse {
+    let mut configs: BTreeMap<String, String> = BTreeMap::new();
+    for (k, v) in &r.configs {
+        match v {
+            Some(v) => {
+                configs.insert(k.clone(), v.clone());
+            }
+            None => {
+                return simple(
+                    ResponseError::InvalidConfig.code(),
+                    Some(format!("Null value not supported for mirror config {k}")),
+                )
+            }
+        }
+    }
+    let Some(bootstrap) = configs.get("bootstrap.servers").cloned() else {
+        return simple(
+            ResponseError::InvalidConfig.code(),
+            Some("Mirror config bootstrap.servers is required".to_string()),
+        );
+    };
+    let image = ctx.metadata.load();
+    if image.mirrors.contains_key(&r.mirror_name) {
+        return simple(
+            errors::CLUSTER_MIRROR_ALREADY_EXISTS,
+            Some(format!("Mirror {} already exists", r.mirror_name)),
+        );
+    }
+    // Fill in (or check) the source cluster id by asking the source.
+    let given = configs.get("source.cluster.id").cloned();
+    let found = match SourceCluster::new(&bootstrap, source_connection_config(&configs, &r.mirror_name)) {
+        Err(e) => {
+            return simple(
+                ResponseError::InvalidConfig.code(),
+                Some(format!("Invalid mirror config bootstrap.servers: {e}")),
+            )
+        }
+        Ok(mut source) => source.metadata(Some(&[])).await.map(|m| m.cluster_id),
+    };
+    let source_id = match (found, given) {
+        (Ok(Some(found)), Some(given)) if found != given => {
+            return simple(
+                ResponseError::InvalidConfig.code(),
+                Some(format!(
+                    "Mirror config source.cluster.id is {given} but the cluster at {bootstrap} has id {found}"
+                )),
+            )
+        }
+        (Ok(Some(found)), _) => found,
+        (Ok(None), Some(given)) => given,
+        (Ok(None), None) => {
+            return simple(
+                ResponseError::InvalidConfig.code(),
+                Some(format!(
+                    "The cluster at {bootstrap} does not report a cluster id; set source.cluster.id"
+                )),
+            )
+        }
+        (Err(_), Some(given)) => given,
+        (Err(e), None) => {
+            return simple(
+                ResponseError::InvalidConfig.code(),
+                Some(format!(
+                    "Cannot reach the source cluster at {bootstrap} ({e}); give source.cluster.id to create the mirror without reaching it"
+                )),
+            )
+        }
+    };
+    if source_id == image.cluster_id {
+        return simple(
+            ResponseError::InvalidConfig.code(),
+            Some(format!(
+                "The source cluster {source_id} is this cluster; a mirror copies from another cluster"
+            )),
+        );
+    }
+    configs.insert("source.cluster.id".to_string(), source_id);
+    let name = r.mirror_name.clone();
+    let results = submit(
+        ctx,
+        AdminRequest::CreateMirror {
+            name: r.mirror_name,
+            configs: configs.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+        },
+        std::slice::from_ref(&name),
     )
+    .await;
+    match results.into_iter().next() {
+        Some(r) => simple(r.error_code, r.message),
+        None => simple(0, None),
+    }
+}
+
+fn topics_response(results: Vec<AdminResult>) -> MirrorTopicsResponse {
+    let first = results.iter().find(|r| r.error_code != 0);
+    MirrorTopicsResponse {
+        throttle_time_ms: 0,
+        error_code: first.map_or(0, |r| r.error_code),
+        error_message: first.and_then(|r| r.message.clone()),
+        topics: results
+            .into_iter()
+            .map(|r| MirrorTopicResult {
+                name: r.name,
+                error_code: r.error_code,
+                error_message: r.message,
+            })
+            .collect(),
+    }
+}
+
+/// Actual states of every partition of `topic` in `mirror`, from the coordinator.
+async fn actual_states(
+    ctx: &Rc<ShardCtx>,
+    mirror: &str,
+    topic: &str,
+    partitions: i32,
+) -> Result<Vec<MirrorPartitionState>, String> {
+    let request = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
+        mirror_name: mirror.to_string(),
+        topics: vec![(topic.to_string(), (0..partitions).collect())],
+    });
+    match forward_to_mirror_manager(ctx, request).await {
+        MirrorResponse::ReadMirrorStates(r) if r.error_code == 0 => Ok(r
+            .topics
+            .into_iter()
+            .flat_map(|t| t.partitions)
+            .map(|p| MirrorPartitionState::from_code(p.state).unwrap_or(MirrorPartitionState::Unknown))
+            .collect()),
+        MirrorResponse::ReadMirrorStates(r) => Err(format!(
+            "cannot read mirror states (error {})",
+            r.error_code
+        )),
+        _ => Err("cannot read mirror states".to_string()),
+    }
+}
+
+async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTopicsResponse {
+    let image = ctx.metadata.load();
+    let Some(mirror) = image.mirrors.get(&r.mirror_name).cloned() else {
+        let names: Vec<String> = r.topics.iter().map(|t| t.name.clone()).collect();
+        return topics_response(
+            names
+                .into_iter()
+                .map(|n| {
+                    AdminResult::err(
+                        n,
+                        errors::UNKNOWN_CLUSTER_MIRROR,
+                        format!("Mirror {} does not exist", r.mirror_name),
+                    )
+                })
+                .collect(),
+        );
+    };
+    let mut wanted: Vec<MirrorTopicMetadata> = r.topics.clone();
+    let patterns: Vec<regex::Regex> = match r
+        .include_patterns
+        .iter()
+        .map(|p| regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| format!("{p:?}: {e}")))
+        .collect::<Result<_, _>>()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            return topics_response(vec![AdminResult::err(
+                r.mirror_name.clone(),
+                ResponseError::InvalidRequest.code(),
+                format!("Invalid include pattern {e}"),
+            )])
+        }
+    };
+    let excludes: Vec<regex::Regex> = r
+        .exclude_patterns
+        .iter()
+        .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
+        .collect();
+    // Topic ids and partition counts come from the source.
+    let needs_source = !patterns.is_empty()
+        || wanted.iter().any(|t| t.topic_id.is_nil() || t.num_partitions < 1);
+    let mut per_topic_errors: BTreeMap<String, AdminResult> = BTreeMap::new();
+    if needs_source {
+        let mut source = match SourceCluster::new(
+            mirror.bootstrap_servers(),
+            source_connection_config(&mirror.configs, &mirror.name),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                return topics_response(
+                    wanted
+                        .iter()
+                        .map(|t| {
+                            AdminResult::err(t.name.clone(), ResponseError::InvalidConfig.code(), e.to_string())
+                        })
+                        .collect(),
+                )
+            }
+        };
+        let topics = if patterns.is_empty() {
+            let names: Vec<String> = wanted.iter().map(|t| t.name.clone()).collect();
+            source.metadata(Some(&names)).await
+        } else {
+            source.metadata(None).await
+        };
+        let meta = match topics {
+            Ok(m) => m,
+            Err(e) => {
+                return topics_response(
+                    wanted
+                        .iter()
+                        .map(|t| {
+                            AdminResult::err(
+                                t.name.clone(),
+                                ResponseError::NetworkException.code(),
+                                format!("Cannot reach the source cluster at {}: {e}", mirror.bootstrap_servers()),
+                            )
+                        })
+                        .collect(),
+                )
+            }
+        };
+        if let Some(id) = &meta.cluster_id {
+            if !mirror.source_cluster_id().is_empty() && id != mirror.source_cluster_id() {
+                return topics_response(
+                    wanted
+                        .iter()
+                        .map(|t| {
+                            AdminResult::err(
+                                t.name.clone(),
+                                ResponseError::InvalidConfig.code(),
+                                format!(
+                                    "The source cluster now has id {id}, not {}",
+                                    mirror.source_cluster_id()
+                                ),
+                            )
+                        })
+                        .collect(),
+                );
+            }
+        }
+        for (name, t) in &meta.topics {
+            let matches = patterns.iter().any(|p| p.is_match(name))
+                && !name.starts_with("__")
+                && !excludes.iter().any(|p| p.is_match(name));
+            if matches && !wanted.iter().any(|w| &w.name == name) {
+                wanted.push(MirrorTopicMetadata {
+                    topic_id: uuid::Uuid::nil(),
+                    name: name.clone(),
+                    num_partitions: -1,
+                });
+            }
+            let _ = t;
+        }
+        for w in &mut wanted {
+            if !w.topic_id.is_nil() && w.num_partitions >= 1 {
+                continue;
+            }
+            match meta.topics.get(&w.name) {
+                Some(t) if t.error_code == 0 && !t.id.is_nil() => {
+                    w.topic_id = t.id;
+                    w.num_partitions = t.partitions.len() as i32;
+                }
+                Some(t) if t.error_code == 0 => {
+                    per_topic_errors.insert(
+                        w.name.clone(),
+                        AdminResult::err(
+                            w.name.clone(),
+                            ResponseError::UnsupportedVersion.code(),
+                            "The source cluster does not report topic ids (Metadata v10+ needed)".to_string(),
+                        ),
+                    );
+                }
+                _ => {
+                    per_topic_errors.insert(
+                        w.name.clone(),
+                        AdminResult::err(
+                            w.name.clone(),
+                            ResponseError::UnknownTopicOrPartition.code(),
+                            format!("Topic {} does not exist on the source cluster", w.name),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+    // Local topics already in this mirror must be STOPPED or UNKNOWN everywhere (a
+    // restart after failover); desired MIRRORING is an idempotent no-op.
+    for w in &wanted {
+        if per_topic_errors.contains_key(&w.name) {
+            continue;
+        }
+        let Some(local) = image.topic(&w.name) else {
+            continue;
+        };
+        let Some((m, desired)) = local.mirror() else {
+            continue;
+        };
+        if m != r.mirror_name || desired != DesiredMirrorState::Stopped {
+            continue;
+        }
+        match actual_states(ctx, m, &w.name, local.partitions.len() as i32).await {
+            Ok(states) => {
+                if let Some(s) = states.iter().find(|s| {
+                    !matches!(s, MirrorPartitionState::Stopped | MirrorPartitionState::Unknown)
+                }) {
+                    per_topic_errors.insert(
+                        w.name.clone(),
+                        AdminResult::err(
+                            w.name.clone(),
+                            errors::MIRROR_TOPIC_NOT_STOPPED,
+                            format!("Topic {} is still {s} in mirror {m}; wait until it is STOPPED", w.name),
+                        ),
+                    );
+                }
+            }
+            Err(e) => {
+                per_topic_errors.insert(
+                    w.name.clone(),
+                    AdminResult::err(w.name.clone(), ResponseError::CoordinatorNotAvailable.code(), e),
+                );
+            }
+        }
+    }
+    let forward: Vec<MirrorTopicMetadata> = wanted
+        .iter()
+        .filter(|w| !per_topic_errors.contains_key(&w.name))
+        .cloned()
+        .collect();
+    let mut forwarded = if forward.is_empty() {
+        Vec::new()
+    } else {
+        let names: Vec<String> = forward.iter().map(|t| t.name.clone()).collect();
+        submit(
+            ctx,
+            AdminRequest::AddTopicsToMirror {
+                mirror: r.mirror_name.clone(),
+                topics: forward,
+            },
+            &names,
+        )
+        .await
+    }
+    .into_iter();
+    let results = wanted
+        .iter()
+        .map(|w| match per_topic_errors.remove(&w.name) {
+            Some(e) => e,
+            None => forwarded
+                .next()
+                .unwrap_or_else(|| AdminResult::ok(w.name.clone())),
+        })
+        .collect();
+    topics_response(results)
+}
+
+async fn set_topics_state(
+    ctx: &Rc<ShardCtx>,
+    mirror: &str,
+    topics: Vec<String>,
+    desired: DesiredMirrorState,
+) -> MirrorTopicsResponse {
+    if topics.is_empty() {
+        return topics_response(Vec::new());
+    }
+    let results = submit(
+        ctx,
+        AdminRequest::SetMirrorTopicsState {
+            mirror: mirror.to_string(),
+            topics: topics.clone(),
+            desired,
+        },
+        &topics,
+    )
+    .await;
+    topics_response(results)
+}
+
+async fn delete_mirror(ctx: &Rc<ShardCtx>, r: DeleteMirrorRequest) -> SimpleMirrorResponse {
+    let image = ctx.metadata.load();
+    if !image.mirrors.contains_key(&r.mirror_name) {
+        return simple(
+            errors::UNKNOWN_CLUSTER_MIRROR,
+            Some(format!("Mirror {} does not exist", r.mirror_name)),
+        );
+    }
+    // Every partition of the mirror's topics must have finished STOPPING.
+    for topic in image.topics.values() {
+        let Some((m, _)) = topic.mirror() else {
+            continue;
+        };
+        if m != r.mirror_name {
+            continue;
+        }
+        match actual_states(ctx, m, &topic.name, topic.partitions.len() as i32).await {
+            Ok(states) => {
+                if let Some((p, s)) = states.iter().enumerate().find(|(_, s)| {
+                    !matches!(s, MirrorPartitionState::Stopped | MirrorPartitionState::Unknown)
+                }) {
+                    return simple(
+                        errors::CLUSTER_MIRROR_NOT_EMPTY,
+                        Some(format!(
+                            "Mirror {m} is not empty: {}-{p} is {s}; remove its topics and wait until they are STOPPED",
+                            topic.name
+                        )),
+                    );
+                }
+            }
+            Err(e) => return simple(ResponseError::CoordinatorNotAvailable.code(), Some(e)),
+        }
+    }
+    let name = r.mirror_name.clone();
+    let results = submit(
+        ctx,
+        AdminRequest::DeleteMirror {
+            name: r.mirror_name,
+        },
+        std::slice::from_ref(&name),
+    )
+    .await;
+    match results.into_iter().next() {
+        Some(r) => simple(r.error_code, r.message),
+        None => simple(0, None),
+    }
+}
+
+fn list_mirrors(ctx: &Rc<ShardCtx>, r: &ListMirrorsRequest) -> ListMirrorsResponse {
+    let image = ctx.metadata.load();
+    let mut response = ListMirrorsResponse::default();
+    for mirror in image.mirrors.values() {
+        let mut names = Vec::new();
+        let mut count = 0;
+        for topic in image.topics.values() {
+            match topic.mirror() {
+                Some((m, desired)) if m == mirror.name => {
+                    if desired != DesiredMirrorState::Stopped {
+                        names.push(topic.name.clone());
+                    }
+                    if desired == DesiredMirrorState::Mirroring {
+                        count += 1;
+                    }
+                }
+                _ => {}
+            }
+        }
+        response.mirrors.push(ListedMirror {
+            mirror_name: mirror.name.clone(),
+            source_bootstrap: mirror.bootstrap_servers().to_string(),
+            source_cluster_id: mirror.source_cluster_id().to_string(),
+            topic_count: count,
+            topic_names: if r.include_topic_names { names } else { Vec::new() },
+        });
+    }
+    response
 }
 
 /// The answer to `request` with one error everywhere.

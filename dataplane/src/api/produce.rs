@@ -37,6 +37,23 @@ impl PartitionProduceResult {
     }
 }
 
+/// Why `tp` (owned by this shard) does not accept writes: it belongs to a mirror and
+/// has not been STOPPED yet (reference §6.8). `None`: writable.
+pub fn read_only_reason(ctx: &ShardCtx, tp: &TopicPartition) -> Option<String> {
+    let image = ctx.metadata.load();
+    let (mirror, _) = image.topic(&tp.topic)?.mirror()?;
+    if ctx.mirror_fetchers.is_writable(tp, true) {
+        return None;
+    }
+    let state = ctx
+        .mirror_fetchers
+        .state(tp)
+        .unwrap_or(crate::wire::mirror::MirrorPartitionState::Unknown);
+    Some(format!(
+        "{tp} is a read-only copy in mirror {mirror} (state {state}); remove it from the mirror to make it writable"
+    ))
+}
+
 /// Appends one partition's record set on its owning shard.
 pub async fn append_on_owner(
     ctx: Rc<ShardCtx>,
@@ -53,6 +70,14 @@ pub async fn append_on_owner(
     let Some(partition) = ctx.partition(&tp) else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
+    if let Some(message) = read_only_reason(&ctx, &tp) {
+        return PartitionProduceResult {
+            error_code: crate::wire::mirror::errors::READ_ONLY_TOPIC,
+            error_message: Some(message),
+            base_offset: -1,
+            log_start_offset: -1,
+        };
+    }
     let Ok(mut log) = partition.log.write().await else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };

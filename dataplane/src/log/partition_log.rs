@@ -464,7 +464,8 @@ impl PartitionLog {
 
     /// Appends batches fetched from another log (mirror or replica fetcher) exactly as
     /// received: base offsets and partition leader epochs are kept, the first batch must
-    /// start at the log end and each next one where the previous ended. Producer state,
+    /// start at or after the log end and each next one after the previous one (a
+    /// compacted source leaves gaps). Producer state,
     /// epoch cache and indexes are still updated from the headers.
     pub async fn append_passthrough(
         &mut self,
@@ -472,9 +473,10 @@ impl PartitionLog {
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
         let batches = self.parse_batches(records)?;
+        // Offsets only go up; gaps are allowed (a compacted source leaves them).
         let mut expected = self.log_end_offset;
         for b in &batches {
-            if b.base_offset() != expected {
+            if b.base_offset() < expected {
                 return Err(LogError::UnexpectedAppendOffset {
                     tp: self.tp.clone(),
                     expected,

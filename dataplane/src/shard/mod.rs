@@ -139,6 +139,8 @@ pub struct ShardCtx {
     txn_runtime: std::cell::OnceCell<Rc<crate::txn::runtime::TxnRuntime>>,
     /// The control plane's mirror side (installed at start-up).
     mirror: std::cell::OnceCell<Arc<dyn crate::controller::MirrorHandle>>,
+    /// Mirror fetchers of the partitions this shard owns, and the read-only gate.
+    pub mirror_fetchers: crate::fetcher::MirrorFetcherManager,
 }
 
 pub fn now_ms() -> i64 {
@@ -167,6 +169,7 @@ impl ShardCtx {
             group_runtime: std::cell::OnceCell::new(),
             txn_runtime: std::cell::OnceCell::new(),
             mirror: std::cell::OnceCell::new(),
+            mirror_fetchers: crate::fetcher::MirrorFetcherManager::default(),
         })
     }
 

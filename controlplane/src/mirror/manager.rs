@@ -1,0 +1,1249 @@
+//! `MirrorManager`: drives every mirror partition's state machine (`DECISIONS.md`,
+//! "Partition states"; reference §4). It compares the desired state each topic's
+//! `mirror.name` encodes with the actual state in `__mirror_state`, persists each
+//! transition through the [`MirrorStateCoordinator`] before its action runs, and has
+//! the owning shard carry the action out (truncation, fetcher start/stop, the STOPPING
+//! steps). It also answers DescribeMirrors, including the LME look-ups a destination
+//! cluster makes when it fails back from us.
+//!
+//! It runs on the control plane's mirror thread (a glommio executor that is not a
+//! shard), so waiting on a source cluster or on shards never stalls client traffic.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dataplane::client::cluster::SourceCluster;
+use dataplane::client::ConnectionConfig;
+use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
+use dataplane::fetcher::{self, MirrorEvent, MirrorFetchConfig, MirrorFetcherManager};
+use dataplane::metadata::{MetadataCell, MetadataImage, TopicImage};
+use dataplane::shard::ShardRouter;
+use dataplane::types::TopicPartition;
+use dataplane::wire::mirror::{
+    errors, keys, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror,
+    DescribedMirrorPartition, DescribedMirrorTopic, DesiredMirrorState, LmeLookup, LmePartition,
+    LmeResult, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
+    MirrorStatesTopic, WriteMirrorStatesRequest,
+};
+
+use super::coordinator::{MirrorStateCoordinator, MIRROR_STATE_TOPIC};
+
+/// How often the manager compares desired and actual states when nothing wakes it.
+const TICK: Duration = Duration::from_millis(200);
+/// Partition actions running at once (a failover of 1,000 partitions runs them in
+/// parallel, bounded).
+const ACTIONS_IN_FLIGHT_MAX: usize = 256;
+
+/// Settings of the manager (broker configs, reference §3.4).
+#[derive(Debug, Clone)]
+pub struct MirrorManagerConfig {
+    pub retry_initial_backoff_ms: u64,
+    pub retry_max_backoff_ms: u64,
+    /// 0: never retry automatically.
+    pub retry_max_attempts: i32,
+}
+
+impl Default for MirrorManagerConfig {
+    fn default() -> Self {
+        MirrorManagerConfig {
+            retry_initial_backoff_ms: 1000,
+            retry_max_backoff_ms: 300_000,
+            retry_max_attempts: 100,
+        }
+    }
+}
+
+/// A mirror partition as the manager tracks it between ticks.
+#[derive(Debug, Clone, Default)]
+struct PartitionRuntime {
+    /// An action for it is running.
+    busy: bool,
+    /// The fetcher was (re)started with this config.
+    fetching_with: Option<MirrorFetchConfig>,
+    /// FAILED: retry not before this.
+    retry_at: Option<Instant>,
+}
+
+type Key = (String, TopicPartition);
+
+/// The mirror side of the control plane.
+pub struct MirrorManager {
+    router: ShardRouter,
+    metadata: Arc<MetadataCell>,
+    controller: Arc<dyn ControllerHandle>,
+    coordinator: Rc<MirrorStateCoordinator>,
+    config: MirrorManagerConfig,
+    partitions: RefCell<HashMap<Key, PartitionRuntime>>,
+    known_mirrors: RefCell<BTreeSet<String>>,
+    in_flight: Rc<glommio::sync::Semaphore>,
+    wake: event_listener::Event,
+}
+
+impl std::fmt::Debug for MirrorManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorManager")
+            .field("partitions", &self.partitions.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a step failed: the message for FAILED and whether retrying can help.
+#[derive(Debug, Clone)]
+struct StepError {
+    message: String,
+    retryable: bool,
+}
+
+impl From<String> for StepError {
+    fn from(message: String) -> Self {
+        StepError {
+            message,
+            retryable: true,
+        }
+    }
+}
+
+impl MirrorManager {
+    pub fn new(
+        router: ShardRouter,
+        metadata: Arc<MetadataCell>,
+        controller: Arc<dyn ControllerHandle>,
+        coordinator: Rc<MirrorStateCoordinator>,
+        config: MirrorManagerConfig,
+    ) -> Rc<Self> {
+        Rc::new(MirrorManager {
+            router,
+            metadata,
+            controller,
+            coordinator,
+            config,
+            partitions: RefCell::new(HashMap::new()),
+            known_mirrors: RefCell::new(BTreeSet::new()),
+            in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
+            wake: event_listener::Event::new(),
+        })
+    }
+
+    pub fn coordinator(&self) -> &Rc<MirrorStateCoordinator> {
+        &self.coordinator
+    }
+
+    /// Serves one request the data plane forwarded (ReadMirrorStates, WriteMirrorStates,
+    /// DescribeMirrors).
+    pub async fn serve(self: &Rc<Self>, request: MirrorRequest) -> MirrorResponse {
+        match request {
+            MirrorRequest::ReadMirrorStates(r) => {
+                MirrorResponse::ReadMirrorStates(self.coordinator.read(&r).await)
+            }
+            MirrorRequest::WriteMirrorStates(r) => {
+                let response = self.coordinator.write(&r).await;
+                self.wake.notify(usize::MAX);
+                MirrorResponse::WriteMirrorStates(response)
+            }
+            MirrorRequest::DescribeMirrors(r) => {
+                MirrorResponse::DescribeMirrors(self.describe(&r).await)
+            }
+            other => dataplane::api::mirror::error_response(
+                &other,
+                kafka_protocol::ResponseError::InvalidRequest.code(),
+                "not a request for the mirror manager",
+            ),
+        }
+    }
+
+    /// Runs the manager: fetcher failure events and the reconcile loop.
+    pub async fn run(self: Rc<Self>, events: async_channel::Receiver<MirrorEvent>) {
+        let me = Rc::clone(&self);
+        glommio::spawn_local(async move {
+            while let Ok(event) = events.recv().await {
+                me.on_event(event).await;
+            }
+        })
+        .detach();
+        loop {
+            self.tick().await;
+            let listener = self.wake.listen();
+            let _ = futures::future::select(listener, Box::pin(glommio::timer::sleep(TICK))).await;
+        }
+    }
+
+    /// Wakes the reconcile loop (after a metadata change).
+    pub fn poke(&self) {
+        self.wake.notify(usize::MAX);
+    }
+
+    async fn on_event(self: &Rc<Self>, event: MirrorEvent) {
+        let MirrorEvent::PartitionFailed {
+            mirror,
+            tp,
+            message,
+            retryable,
+        } = event;
+        let image = self.metadata.load();
+        let Some(topic) = image.topic(&tp.topic).cloned() else {
+            return;
+        };
+        let key = (mirror.clone(), tp.clone());
+        // Only a partition that is still mirroring fails this way.
+        let entry = self.coordinator.entry(&mirror, topic.id, tp.partition);
+        if MirrorPartitionState::from_code(entry.state) != Some(MirrorPartitionState::Mirroring) {
+            return;
+        }
+        self.partitions
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .fetching_with = None;
+        let error = StepError { message, retryable };
+        self.fail(
+            &image,
+            &topic,
+            &mirror,
+            tp.partition,
+            &entry,
+            MirrorPartitionState::Mirroring,
+            error,
+        )
+        .await;
+        self.poke();
+    }
+
+    async fn tick(self: &Rc<Self>) {
+        let image = self.metadata.load();
+        if image.topic(MIRROR_STATE_TOPIC).is_some() && !self.coordinator.is_loaded() {
+            if let Err(e) = self.coordinator.load().await {
+                tracing::warn!(error = %e, "cannot load __mirror_state yet");
+                return;
+            }
+        }
+        if !self.coordinator.is_loaded() && !image.mirrors.is_empty() {
+            return;
+        }
+        self.forget_deleted_mirrors(&image).await;
+        // Partitions whose topic left its mirror (DeleteMirror) become ordinary.
+        let live: HashSet<Key> = image
+            .topics
+            .values()
+            .filter_map(|t| t.mirror().map(|(m, _)| (m.to_string(), t)))
+            .flat_map(|(m, t)| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (m.clone(), TopicPartition::new(t.name.as_str(), p.partition)))
+            })
+            .collect();
+        let stale: Vec<Key> = self
+            .partitions
+            .borrow()
+            .keys()
+            .filter(|k| !live.contains(*k))
+            .cloned()
+            .collect();
+        for key in stale {
+            self.partitions.borrow_mut().remove(&key);
+            self.on_shard(&image, &key.1, move |ctx, tp| async move {
+                MirrorFetcherManager::remove_partition(&ctx, &tp).await;
+                ctx.mirror_fetchers.forget(&tp);
+                Ok(())
+            })
+            .await
+            .ok();
+        }
+        // PREPARING partitions are grouped per mirror: one LME look-up for all of them.
+        let mut preparing: BTreeMap<String, Vec<(Arc<TopicImage>, i32, MirrorStateEntry)>> =
+            BTreeMap::new();
+        for topic in image.topics.values() {
+            let Some((mirror, desired)) = topic.mirror() else {
+                continue;
+            };
+            if !image.mirrors.contains_key(mirror) {
+                continue;
+            }
+            for p in &topic.partitions {
+                let key = (
+                    mirror.to_string(),
+                    TopicPartition::new(topic.name.as_str(), p.partition),
+                );
+                let runtime = self
+                    .partitions
+                    .borrow_mut()
+                    .entry(key.clone())
+                    .or_default()
+                    .clone();
+                if runtime.busy {
+                    continue;
+                }
+                let entry = self.coordinator.entry(mirror, topic.id, p.partition);
+                let state = MirrorPartitionState::from_code(entry.state)
+                    .unwrap_or(MirrorPartitionState::Unknown);
+                match self.decide(desired, state, &entry, &runtime, &image, mirror) {
+                    Action::None => {}
+                    Action::Prepare => {
+                        preparing.entry(mirror.to_string()).or_default().push((
+                            Arc::clone(topic),
+                            p.partition,
+                            entry,
+                        ));
+                    }
+                    action => {
+                        self.set_busy(&key, true);
+                        let me = Rc::clone(self);
+                        let image = Arc::clone(&image);
+                        let topic = Arc::clone(topic);
+                        let mirror = mirror.to_string();
+                        let permit = Rc::clone(&self.in_flight);
+                        let partition = p.partition;
+                        glommio::spawn_local(async move {
+                            let _permit = permit.acquire(1).await;
+                            me.act(action, &image, &topic, &mirror, partition, entry)
+                                .await;
+                            me.set_busy(
+                                &(mirror, TopicPartition::new(topic.name.as_str(), partition)),
+                                false,
+                            );
+                        })
+                        .detach();
+                    }
+                }
+            }
+        }
+        for (mirror, parts) in preparing {
+            for (topic, p, _) in &parts {
+                self.set_busy(
+                    &(mirror.clone(), TopicPartition::new(topic.name.as_str(), *p)),
+                    true,
+                );
+            }
+            let me = Rc::clone(self);
+            let image = Arc::clone(&image);
+            glommio::spawn_local(async move {
+                me.prepare(&image, &mirror, &parts).await;
+                for (topic, p, _) in &parts {
+                    me.set_busy(
+                        &(mirror.clone(), TopicPartition::new(topic.name.as_str(), *p)),
+                        false,
+                    );
+                }
+            })
+            .detach();
+        }
+    }
+
+    fn set_busy(&self, key: &Key, busy: bool) {
+        self.partitions
+            .borrow_mut()
+            .entry(key.clone())
+            .or_default()
+            .busy = busy;
+    }
+
+    async fn forget_deleted_mirrors(&self, image: &MetadataImage) {
+        let now: BTreeSet<String> = image.mirrors.keys().cloned().collect();
+        let gone: Vec<String> = self
+            .known_mirrors
+            .borrow()
+            .difference(&now)
+            .cloned()
+            .collect();
+        for mirror in &gone {
+            match self.coordinator.tombstone_mirror(mirror).await {
+                Ok(n) => {
+                    tracing::info!(%mirror, keys = n, "mirror deleted: its __mirror_state keys are tombstoned")
+                }
+                Err(e) => {
+                    tracing::warn!(%mirror, error = %e, "tombstoning a deleted mirror's states failed; retrying");
+                    continue;
+                }
+            }
+            for shard in 0..self.router.shard_count() {
+                let m = mirror.clone();
+                let _ = self
+                    .router
+                    .call(shard, move |ctx| async move {
+                        ctx.mirror_fetchers.remove_mirror(&m);
+                    })
+                    .await;
+            }
+            self.known_mirrors.borrow_mut().remove(mirror);
+        }
+        self.known_mirrors.borrow_mut().extend(now);
+    }
+
+    fn decide(
+        &self,
+        desired: DesiredMirrorState,
+        state: MirrorPartitionState,
+        entry: &MirrorStateEntry,
+        runtime: &PartitionRuntime,
+        image: &MetadataImage,
+        mirror: &str,
+    ) -> Action {
+        use DesiredMirrorState as D;
+        use MirrorPartitionState as S;
+        match (desired, state) {
+            (D::Stopped, S::Stopped) => Action::MarkStopped,
+            (D::Stopped, _) => Action::Stop,
+            (D::Paused, S::Paused) => Action::MarkPaused,
+            // Never prepared: stays as it is until resumed.
+            (D::Paused, S::Unknown | S::Stopped) => Action::None,
+            (D::Paused, _) => Action::Pause,
+            (D::Mirroring, S::Failed) => {
+                let attempt = entry.retry_attempt;
+                let max = self.config.retry_max_attempts;
+                if attempt < 0 || (max > 0 && i32::from(attempt) >= max) || max == 0 {
+                    return Action::MarkFailed;
+                }
+                match runtime.retry_at {
+                    Some(at) if at > Instant::now() => Action::None,
+                    _ => match S::from_code(entry.previous_state) {
+                        Some(S::Mirroring | S::Paused | S::Pausing) => Action::Resume,
+                        _ => Action::Prepare,
+                    },
+                }
+            }
+            (D::Mirroring, S::Unknown | S::Stopped | S::Preparing) => Action::Prepare,
+            (D::Mirroring, S::Stopping) => Action::Stop,
+            (D::Mirroring, S::Paused | S::Pausing) => Action::Resume,
+            (D::Mirroring, S::Mirroring) => {
+                let config = image
+                    .mirrors
+                    .get(mirror)
+                    .map(|m| MirrorFetchConfig::from_image(m));
+                if config.is_some() && runtime.fetching_with != config {
+                    Action::Resume
+                } else {
+                    Action::None
+                }
+            }
+        }
+    }
+
+    async fn act(
+        self: &Rc<Self>,
+        action: Action,
+        image: &Arc<MetadataImage>,
+        topic: &Arc<TopicImage>,
+        mirror: &str,
+        partition: i32,
+        entry: MirrorStateEntry,
+    ) {
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        let current =
+            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
+        let (target, result) = match action {
+            Action::None | Action::Prepare => return,
+            Action::MarkStopped => (
+                MirrorPartitionState::Stopped,
+                self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
+                    .await,
+            ),
+            Action::MarkPaused => (
+                MirrorPartitionState::Paused,
+                self.set_shard_state(image, &tp, MirrorPartitionState::Paused)
+                    .await,
+            ),
+            Action::MarkFailed => (
+                MirrorPartitionState::Failed,
+                self.set_shard_state(image, &tp, MirrorPartitionState::Failed)
+                    .await,
+            ),
+            Action::Stop => (
+                MirrorPartitionState::Stopping,
+                self.stop(image, topic, mirror, partition, &entry).await,
+            ),
+            Action::Pause => (
+                MirrorPartitionState::Pausing,
+                self.pause(image, topic, mirror, partition, &entry).await,
+            ),
+            Action::Resume => (
+                MirrorPartitionState::Mirroring,
+                self.resume(image, topic, mirror, partition, &entry).await,
+            ),
+        };
+        if let Err(e) = result {
+            let entry = self.coordinator.entry(mirror, topic.id, partition);
+            let from = if current == MirrorPartitionState::Failed {
+                target
+            } else {
+                target
+            };
+            self.fail(image, topic, mirror, partition, &entry, from, e)
+                .await;
+        }
+        self.poke();
+    }
+
+    /// Persists `state` for a partition (fenced by the stored state epoch).
+    async fn write_state(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        state: MirrorPartitionState,
+        previous: MirrorPartitionState,
+        retry_attempt: i16,
+        error: Option<String>,
+        truncated_records: i64,
+    ) -> Result<(), StepError> {
+        let stored = self.coordinator.entry(mirror, topic.id, partition);
+        let leader_epoch = image
+            .topic(&topic.name)
+            .and_then(|t| t.partitions.get(partition as usize))
+            .map_or(-1, |p| p.leader_epoch)
+            .max(stored.leader_epoch);
+        let entry = MirrorStateEntry {
+            partition,
+            last_mirrored_epoch: -1,
+            state: state.code(),
+            error_code: 0,
+            previous_state: previous.code(),
+            retry_attempt,
+            error_message: error,
+            leader_epoch,
+            state_epoch: stored.state_epoch,
+            truncated_records: if truncated_records >= 0 {
+                truncated_records
+            } else {
+                stored.truncated_records
+            },
+        };
+        self.write_entries(mirror, &topic.name, vec![entry]).await?;
+        tracing::info!(%mirror, topic = %topic.name, partition, from = %previous, to = %state, "mirror partition state");
+        Ok(())
+    }
+
+    async fn write_lme(
+        &self,
+        mirror: &str,
+        topic: &TopicImage,
+        partition: i32,
+        lme: i32,
+    ) -> Result<(), StepError> {
+        let stored = self.coordinator.entry(mirror, topic.id, partition);
+        let entry = MirrorStateEntry {
+            partition,
+            last_mirrored_epoch: lme,
+            state: MirrorPartitionState::Unknown.code(),
+            leader_epoch: stored.leader_epoch,
+            state_epoch: stored.state_epoch,
+            ..MirrorStateEntry::default()
+        };
+        self.write_entries(mirror, &topic.name, vec![entry]).await
+    }
+
+    async fn write_entries(
+        &self,
+        mirror: &str,
+        topic: &str,
+        entries: Vec<MirrorStateEntry>,
+    ) -> Result<(), StepError> {
+        let request = WriteMirrorStatesRequest {
+            mirror_name: mirror.to_string(),
+            topics: vec![MirrorStatesTopic {
+                name: topic.to_string(),
+                partitions: entries,
+            }],
+            stopped_topics: Vec::new(),
+        };
+        let response = self.coordinator.write(&request).await;
+        for t in response.topics {
+            for p in t.partitions {
+                if p.error_code != 0 {
+                    return Err(format!(
+                        "writing __mirror_state for {topic}-{}: error {} {}",
+                        p.partition,
+                        p.error_code,
+                        p.error_message.unwrap_or_default()
+                    )
+                    .into());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn fail(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+        during: MirrorPartitionState,
+        error: StepError,
+    ) {
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        let previous_attempts =
+            if MirrorPartitionState::from_code(entry.state) == Some(MirrorPartitionState::Failed) {
+                entry.retry_attempt.max(0)
+            } else {
+                0
+            };
+        let attempt = if error.retryable {
+            previous_attempts.saturating_add(1)
+        } else {
+            -1
+        };
+        let backoff = retry_backoff(&self.config, attempt);
+        tracing::warn!(%mirror, %tp, during = %during, attempt, error = %error.message, retry_in_ms = backoff.as_millis() as u64, "mirror partition FAILED");
+        let previous = if during == MirrorPartitionState::Failed {
+            MirrorPartitionState::from_code(entry.previous_state)
+                .unwrap_or(MirrorPartitionState::Unknown)
+        } else {
+            during
+        };
+        if let Err(e) = self
+            .write_state(
+                image,
+                topic,
+                mirror,
+                partition,
+                MirrorPartitionState::Failed,
+                previous,
+                attempt,
+                Some(error.message.clone()),
+                -1,
+            )
+            .await
+        {
+            tracing::error!(%mirror, %tp, error = %e.message, "could not persist FAILED");
+        }
+        let _ = self
+            .set_shard_state(image, &tp, MirrorPartitionState::Failed)
+            .await;
+        let key = (mirror.to_string(), tp);
+        let mut parts = self.partitions.borrow_mut();
+        let rt = parts.entry(key).or_default();
+        rt.retry_at = Some(Instant::now() + backoff);
+        rt.fetching_with = None;
+    }
+
+    /// Runs `f` on the shard that owns `tp`.
+    async fn on_shard<F, Fut, R>(
+        &self,
+        image: &MetadataImage,
+        tp: &TopicPartition,
+        f: F,
+    ) -> Result<R, StepError>
+    where
+        F: FnOnce(Rc<dataplane::shard::ShardCtx>, TopicPartition) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<R, String>> + 'static,
+        R: Send + 'static,
+    {
+        let shard = image.partition(tp).map(|p| p.shard).ok_or_else(|| {
+            StepError::from(format!("partition {tp} is not in the metadata image"))
+        })?;
+        let tp = tp.clone();
+        self.router
+            .call(shard, move |ctx| f(ctx, tp))
+            .await
+            .map_err(|e| StepError::from(e.to_string()))?
+            .map_err(StepError::from)
+    }
+
+    async fn set_shard_state(
+        &self,
+        image: &MetadataImage,
+        tp: &TopicPartition,
+        state: MirrorPartitionState,
+    ) -> Result<(), StepError> {
+        self.on_shard(image, tp, move |ctx, tp| async move {
+            if state != MirrorPartitionState::Mirroring {
+                MirrorFetcherManager::remove_partition(&ctx, &tp).await;
+            }
+            ctx.mirror_fetchers.set_state(&tp, state);
+            Ok(())
+        })
+        .await
+    }
+
+    /// PREPARING for a group of partitions of one mirror: persist PREPARING, one LME
+    /// look-up on the source, truncate each, then MIRRORING.
+    async fn prepare(
+        self: &Rc<Self>,
+        image: &Arc<MetadataImage>,
+        mirror: &str,
+        parts: &[(Arc<TopicImage>, i32, MirrorStateEntry)],
+    ) {
+        let mut started = Vec::with_capacity(parts.len());
+        for (topic, p, entry) in parts {
+            let current = MirrorPartitionState::from_code(entry.state)
+                .unwrap_or(MirrorPartitionState::Unknown);
+            let tp = TopicPartition::new(topic.name.as_str(), *p);
+            let step = async {
+                self.set_shard_state(image, &tp, MirrorPartitionState::Preparing)
+                    .await?;
+                if current != MirrorPartitionState::Preparing {
+                    let previous = if current == MirrorPartitionState::Failed {
+                        MirrorPartitionState::from_code(entry.previous_state).unwrap_or(current)
+                    } else {
+                        current
+                    };
+                    let retry = if current == MirrorPartitionState::Failed {
+                        entry.retry_attempt
+                    } else {
+                        0
+                    };
+                    self.write_state(
+                        image,
+                        topic,
+                        mirror,
+                        *p,
+                        MirrorPartitionState::Preparing,
+                        previous,
+                        retry,
+                        None,
+                        -1,
+                    )
+                    .await?;
+                }
+                Ok::<(), StepError>(())
+            };
+            match step.await {
+                Ok(()) => started.push((Arc::clone(topic), *p)),
+                Err(e) => {
+                    let entry = self.coordinator.entry(mirror, topic.id, *p);
+                    self.fail(
+                        image,
+                        topic,
+                        mirror,
+                        *p,
+                        &entry,
+                        MirrorPartitionState::Preparing,
+                        e,
+                    )
+                    .await;
+                }
+            }
+        }
+        if started.is_empty() {
+            return;
+        }
+        let lmes = match self.lookup_lmes(image, mirror, &started).await {
+            Ok(l) => l,
+            Err(e) => {
+                for (topic, p) in &started {
+                    let entry = self.coordinator.entry(mirror, topic.id, *p);
+                    self.fail(
+                        image,
+                        topic,
+                        mirror,
+                        *p,
+                        &entry,
+                        MirrorPartitionState::Preparing,
+                        e.clone(),
+                    )
+                    .await;
+                }
+                return;
+            }
+        };
+        for (topic, p) in started {
+            let lme = lmes.get(&(topic.id, p)).copied().unwrap_or(-1);
+            let tp = TopicPartition::new(topic.name.as_str(), p);
+            let result = async {
+                let truncated = self
+                    .on_shard(image, &tp, move |ctx, tp| async move {
+                        fetcher::prepare_partition(&ctx, &tp, lme).await
+                    })
+                    .await?;
+                let entry = self.coordinator.entry(mirror, topic.id, p);
+                let retry = entry.retry_attempt.max(0);
+                self.write_state(
+                    image,
+                    &topic,
+                    mirror,
+                    p,
+                    MirrorPartitionState::Mirroring,
+                    MirrorPartitionState::Preparing,
+                    if retry > 0 { 0 } else { 0 },
+                    None,
+                    truncated,
+                )
+                .await?;
+                self.start_fetching(image, mirror, &tp).await
+            }
+            .await;
+            if let Err(e) = result {
+                let entry = self.coordinator.entry(mirror, topic.id, p);
+                self.fail(
+                    image,
+                    &topic,
+                    mirror,
+                    p,
+                    &entry,
+                    MirrorPartitionState::Preparing,
+                    e,
+                )
+                .await;
+            }
+        }
+        self.poke();
+    }
+
+    /// The LMEs the source recorded for these partitions when a mirror from us was
+    /// stopped there (failback), -1 where none. A source that does not know
+    /// DescribeMirrors answers -1 for all (`DECISIONS.md`).
+    async fn lookup_lmes(
+        &self,
+        image: &MetadataImage,
+        mirror: &str,
+        parts: &[(Arc<TopicImage>, i32)],
+    ) -> Result<HashMap<(uuid::Uuid, i32), i32>, StepError> {
+        let Some(m) = image.mirrors.get(mirror) else {
+            return Err(format!("mirror {mirror} no longer exists").into());
+        };
+        let fetch = MirrorFetchConfig::from_image(m);
+        let mut conn_config = ConnectionConfig::new(
+            &fetch.client_id,
+            Duration::from_millis(fetch.connect_timeout_ms),
+        );
+        conn_config.request_timeout = Duration::from_millis(fetch.request_timeout_ms);
+        let mut cluster =
+            SourceCluster::new(&fetch.bootstrap_servers, conn_config).map_err(|e| StepError {
+                message: e.to_string(),
+                retryable: false,
+            })?;
+        let conn = cluster
+            .any_connection()
+            .await
+            .map_err(|e| StepError::from(format!("LME look-up: cannot reach the source: {e}")))?;
+        let mut out = HashMap::new();
+        if conn.api_range(keys::DESCRIBE_MIRRORS).is_none() {
+            tracing::info!(%mirror, "the source does not support DescribeMirrors: LME -1 (mirroring from scratch where the local log has data)");
+            return Ok(out);
+        }
+        let mut lookups: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
+        for (topic, p) in parts {
+            lookups.entry(topic.id).or_default().push(*p);
+        }
+        let request = MirrorRequest::DescribeMirrors(DescribeMirrorsRequest {
+            mirror_names: Some(Vec::new()),
+            include_authorized_operations: false,
+            cluster_id: Some(image.cluster_id.clone()),
+            lme_lookups: lookups
+                .into_iter()
+                .map(|(topic_id, partitions)| LmeLookup {
+                    topic_id,
+                    partitions,
+                })
+                .collect(),
+        });
+        let mut body = bytes::BytesMut::new();
+        request.encode(&mut body);
+        let mut reply = conn
+            .send_raw(keys::DESCRIBE_MIRRORS, 0, &body)
+            .await
+            .map_err(|e| StepError::from(format!("LME look-up on the source: {e}")))?;
+        let response = MirrorResponse::decode(keys::DESCRIBE_MIRRORS, &mut reply)
+            .map_err(|e| StepError::from(format!("LME look-up answer: {e}")))?;
+        let MirrorResponse::DescribeMirrors(d) = response else {
+            return Err("LME look-up: unexpected answer".to_string().into());
+        };
+        if d.error_code != 0 {
+            return Err(format!(
+                "LME look-up on the source: error {} {}",
+                d.error_code,
+                d.error_message.unwrap_or_default()
+            )
+            .into());
+        }
+        for r in d.lookup_results {
+            for p in r.partitions {
+                out.insert((r.topic_id, p.partition), p.last_mirrored_epoch);
+            }
+        }
+        tracing::info!(%mirror, lookups = out.len(), "LME look-up on the source answered");
+        Ok(out)
+    }
+
+    async fn start_fetching(
+        &self,
+        image: &MetadataImage,
+        mirror: &str,
+        tp: &TopicPartition,
+    ) -> Result<(), StepError> {
+        let config = image
+            .mirrors
+            .get(mirror)
+            .map(|m| MirrorFetchConfig::from_image(m))
+            .ok_or_else(|| StepError::from(format!("mirror {mirror} no longer exists")))?;
+        let c = config.clone();
+        self.on_shard(image, tp, move |ctx, tp| async move {
+            ctx.mirror_fetchers
+                .set_state(&tp, MirrorPartitionState::Mirroring);
+            MirrorFetcherManager::add_partition(&ctx, tp, c);
+            Ok(())
+        })
+        .await?;
+        let key = (mirror.to_string(), tp.clone());
+        let mut parts = self.partitions.borrow_mut();
+        let rt = parts.entry(key).or_default();
+        rt.fetching_with = Some(config);
+        rt.retry_at = None;
+        Ok(())
+    }
+
+    /// MIRRORING from PAUSED (resume), from FAILED (retry) or after a restart.
+    async fn resume(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+    ) -> Result<(), StepError> {
+        let current =
+            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
+        if current != MirrorPartitionState::Mirroring {
+            let retry = if current == MirrorPartitionState::Failed {
+                entry.retry_attempt
+            } else {
+                0
+            };
+            self.write_state(
+                image,
+                topic,
+                mirror,
+                partition,
+                MirrorPartitionState::Mirroring,
+                current,
+                retry,
+                None,
+                -1,
+            )
+            .await?;
+        }
+        self.start_fetching(
+            image,
+            mirror,
+            &TopicPartition::new(topic.name.as_str(), partition),
+        )
+        .await
+    }
+
+    async fn pause(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+    ) -> Result<(), StepError> {
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        let current =
+            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
+        if current != MirrorPartitionState::Pausing {
+            self.write_state(
+                image,
+                topic,
+                mirror,
+                partition,
+                MirrorPartitionState::Pausing,
+                current,
+                0,
+                None,
+                -1,
+            )
+            .await?;
+        }
+        self.set_shard_state(image, &tp, MirrorPartitionState::Pausing)
+            .await?;
+        self.write_state(
+            image,
+            topic,
+            mirror,
+            partition,
+            MirrorPartitionState::Paused,
+            MirrorPartitionState::Pausing,
+            0,
+            None,
+            -1,
+        )
+        .await?;
+        self.set_shard_state(image, &tp, MirrorPartitionState::Paused)
+            .await?;
+        if let Some(rt) = self
+            .partitions
+            .borrow_mut()
+            .get_mut(&(mirror.to_string(), tp))
+        {
+            rt.fetching_with = None;
+        }
+        Ok(())
+    }
+
+    /// STOPPING: the six steps of `DECISIONS.md`, each idempotent, then STOPPED.
+    async fn stop(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+    ) -> Result<(), StepError> {
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        let current =
+            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
+        if current != MirrorPartitionState::Stopping {
+            self.write_state(
+                image,
+                topic,
+                mirror,
+                partition,
+                MirrorPartitionState::Stopping,
+                current,
+                0,
+                None,
+                -1,
+            )
+            .await?;
+        }
+        // 1. Remove the fetcher (and keep the partition read-only meanwhile).
+        self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
+            .await?;
+        if let Some(rt) = self
+            .partitions
+            .borrow_mut()
+            .get_mut(&(mirror.to_string(), tp.clone()))
+        {
+            rt.fetching_with = None;
+        }
+        // 2. Bump the partition leader epoch above every batch epoch in the log.
+        let latest = self
+            .on_shard(image, &tp, |ctx, tp| async move {
+                fetcher::latest_epoch(&ctx, &tp).await
+            })
+            .await?;
+        if let Some(epoch) = latest {
+            let current_epoch = self
+                .metadata
+                .load()
+                .partition(&tp)
+                .map_or(-1, |p| p.leader_epoch);
+            if current_epoch <= epoch {
+                let rx = self.controller.submit(AdminRequest::BumpLeaderEpochs {
+                    partitions: vec![(tp.clone(), epoch)],
+                });
+                match rx.await {
+                    Ok(AdminResponse::Results(r)) if r.iter().all(|r| r.error_code == 0) => {}
+                    other => {
+                        return Err(format!("bumping the leader epoch of {tp}: {other:?}").into())
+                    }
+                }
+            }
+        }
+        // 3. Truncate to the LSO; 4. persist the LME.
+        let lme = self
+            .on_shard(image, &tp, |ctx, tp| async move {
+                fetcher::stop_truncate(&ctx, &tp).await
+            })
+            .await?;
+        if let Some(lme) = lme {
+            if lme >= 0 {
+                self.write_lme(mirror, topic, partition, lme).await?;
+            }
+        }
+        // 5. The MIRROR_PID_RESET control batch.
+        let source_cluster_id = image
+            .mirrors
+            .get(mirror)
+            .map(|m| m.source_cluster_id().to_string())
+            .unwrap_or_default();
+        self.on_shard(image, &tp, move |ctx, tp| async move {
+            fetcher::stop_append_pid_reset(&ctx, &tp, &source_cluster_id).await
+        })
+        .await?;
+        // 6. STOPPED: writable.
+        self.write_state(
+            image,
+            topic,
+            mirror,
+            partition,
+            MirrorPartitionState::Stopped,
+            MirrorPartitionState::Stopping,
+            0,
+            None,
+            -1,
+        )
+        .await?;
+        self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
+            .await?;
+        tracing::info!(%mirror, %tp, lme = ?lme, "mirror partition STOPPED: writable");
+        Ok(())
+    }
+
+    /// DescribeMirrors: per-partition state and lag of our mirrors, and the LME look-ups
+    /// of a cluster that mirrors from us.
+    pub async fn describe(&self, request: &DescribeMirrorsRequest) -> DescribeMirrorsResponse {
+        let image = self.metadata.load();
+        let mut response = DescribeMirrorsResponse::default();
+        if let (Some(asker), false) = (&request.cluster_id, request.lme_lookups.is_empty()) {
+            let mirrors: Vec<&String> = image
+                .mirrors
+                .values()
+                .filter(|m| m.source_cluster_id() == asker.as_str())
+                .map(|m| &m.name)
+                .collect();
+            for LmeLookup {
+                topic_id,
+                partitions,
+            } in &request.lme_lookups
+            {
+                response.lookup_results.push(LmeResult {
+                    topic_id: *topic_id,
+                    partitions: partitions
+                        .iter()
+                        .map(|p| LmePartition {
+                            partition: *p,
+                            last_mirrored_epoch: mirrors
+                                .iter()
+                                .map(|m| self.coordinator.lme(m, *topic_id, *p))
+                                .max()
+                                .unwrap_or(-1),
+                        })
+                        .collect(),
+                });
+            }
+        }
+        let names: Vec<String> = match &request.mirror_names {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ if !request.lme_lookups.is_empty() => Vec::new(),
+            _ => image.mirrors.keys().cloned().collect(),
+        };
+        for name in names {
+            if !image.mirrors.contains_key(&name) {
+                response.mirrors.push(DescribedMirror {
+                    error_code: errors::UNKNOWN_CLUSTER_MIRROR,
+                    mirror_name: name,
+                    ..DescribedMirror::default()
+                });
+                continue;
+            }
+            let mut described = DescribedMirror {
+                mirror_name: name.clone(),
+                ..DescribedMirror::default()
+            };
+            for topic in image.topics.values() {
+                if topic.mirror().map(|(m, _)| m) != Some(name.as_str()) {
+                    continue;
+                }
+                let tps: Vec<TopicPartition> = topic
+                    .partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(topic.name.as_str(), p.partition))
+                    .collect();
+                let progress = self.progress(&image, &tps).await;
+                let mut t = DescribedMirrorTopic {
+                    name: topic.name.clone(),
+                    partitions: Vec::with_capacity(tps.len()),
+                };
+                for tp in &tps {
+                    let entry = self.coordinator.entry(&name, topic.id, tp.partition);
+                    let state = MirrorPartitionState::from_code(entry.state)
+                        .unwrap_or(MirrorPartitionState::Unknown);
+                    let (local_end, source_hw, last_error) =
+                        progress.get(tp).cloned().unwrap_or((-1, -1, None));
+                    let source_hw = if matches!(state, MirrorPartitionState::Stopped) {
+                        -1
+                    } else {
+                        source_hw
+                    };
+                    t.partitions.push(DescribedMirrorPartition {
+                        partition: tp.partition,
+                        source_offset: source_hw,
+                        destination_offset: local_end,
+                        lag: if source_hw >= 0 && local_end >= 0 {
+                            (source_hw - local_end).max(0)
+                        } else {
+                            -1
+                        },
+                        state: state.name().to_string(),
+                        retry_attempt: entry.retry_attempt,
+                        error_message: entry.error_message.clone().or(last_error),
+                        truncated_records: entry.truncated_records,
+                        last_mirrored_epoch: self.coordinator.lme(&name, topic.id, tp.partition),
+                    });
+                }
+                described.topics.push(t);
+            }
+            response.mirrors.push(described);
+        }
+        response
+    }
+
+    /// (local log end, source high watermark, fetcher's last error) per partition,
+    /// asked of each owning shard once.
+    async fn progress(
+        &self,
+        image: &MetadataImage,
+        tps: &[TopicPartition],
+    ) -> HashMap<TopicPartition, (i64, i64, Option<String>)> {
+        let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
+        for tp in tps {
+            if let Some(p) = image.partition(tp) {
+                by_shard.entry(p.shard).or_default().push(tp.clone());
+            }
+        }
+        let mut out = HashMap::new();
+        for (shard, tps) in by_shard {
+            let answer = self
+                .router
+                .call(shard, move |ctx| async move {
+                    let mut rows = Vec::with_capacity(tps.len());
+                    for tp in tps {
+                        let end = match ctx.partition(&tp) {
+                            Some(p) => match p.log.read().await {
+                                Ok(log) => log.log_end_offset().0,
+                                Err(_) => -1,
+                            },
+                            None => -1,
+                        };
+                        let status = ctx.mirror_fetchers.status(&tp);
+                        let hw = status.as_ref().map_or(-1, |s| s.source_high_watermark);
+                        let err = status.and_then(|s| s.last_error);
+                        rows.push((tp, (end, hw, err)));
+                    }
+                    rows
+                })
+                .await;
+            if let Ok(rows) = answer {
+                out.extend(rows);
+            }
+        }
+        out
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    None,
+    Prepare,
+    Resume,
+    Pause,
+    Stop,
+    MarkStopped,
+    MarkPaused,
+    MarkFailed,
+}
+
+/// Exponential backoff with ±20% jitter for FAILED retries (reference §4.5).
+fn retry_backoff(config: &MirrorManagerConfig, attempt: i16) -> Duration {
+    if attempt < 0 {
+        return Duration::from_secs(3600);
+    }
+    let exp = u32::try_from(attempt.max(1) - 1).unwrap_or(0).min(30);
+    let base = config
+        .retry_initial_backoff_ms
+        .saturating_mul(1u64 << exp)
+        .min(config.retry_max_backoff_ms.max(1));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = 0.8 + 0.4 * (f64::from(nanos % 1000) / 1000.0);
+    Duration::from_millis((base as f64 * jitter) as u64)
+}

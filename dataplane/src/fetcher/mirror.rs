@@ -1,0 +1,898 @@
+//! `MirrorFetcher`: one task per (shard, mirror), in the shape of Kafka's
+//! `AbstractFetcherThread`. It is a consumer of the source cluster: Metadata to find
+//! partition leaders, OffsetsForLeaderEpoch to find divergence when a partition (re)starts,
+//! consumer Fetch (replica id -1, READ_UNCOMMITTED) for data, ListOffsets on
+//! OFFSET_OUT_OF_RANGE. Fetched record sets are split into batches by header, each CRC is
+//! checked, and the bytes are appended with `append_passthrough`: same offsets, epochs,
+//! producer ids and sequences; nothing is decompressed or re-encoded.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest,
+};
+use kafka_protocol::ResponseError;
+
+use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
+use crate::client::cluster::{ClusterMetadata, SourceCluster};
+use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
+use crate::controller::{AdminRequest, AdminResponse};
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, Offset, TopicPartition};
+use crate::wire::batch::{frame_size, layout};
+use crate::wire::RecordBatch;
+
+/// Bump the destination epoch when a mirrored batch epoch comes this close to it
+/// (reference §6.5, `LEADER_EPOCH_BUMP_THRESHOLD`).
+const EPOCH_BUMP_THRESHOLD: i32 = 3;
+/// How far above the source epoch a bump goes (`LEADER_EPOCH_BUMP_INCREMENT`).
+const EPOCH_BUMP_INCREMENT: i32 = 10;
+/// Idle wait when there is nothing to fetch.
+const IDLE_WAIT: Duration = Duration::from_millis(100);
+
+#[derive(Debug, Clone)]
+struct PartitionFetchState {
+    /// Check divergence (OffsetsForLeaderEpoch) before the next fetch.
+    truncating: bool,
+    status: MirrorPartitionStatus,
+    /// Not fetched before this instant (backoff after an error).
+    retry_at: Option<Instant>,
+    /// Consecutive errors, for the backoff and for giving up.
+    errors: u32,
+}
+
+impl PartitionFetchState {
+    fn new() -> Self {
+        PartitionFetchState {
+            truncating: true,
+            status: MirrorPartitionStatus {
+                source_high_watermark: -1,
+                source_log_start_offset: -1,
+                source_leader_epoch: -1,
+                last_error: None,
+            },
+            retry_at: None,
+            errors: 0,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    partitions: BTreeMap<TopicPartition, PartitionFetchState>,
+    stopped: bool,
+}
+
+/// The fetcher of one mirror on one shard.
+#[derive(Debug)]
+pub struct MirrorFetcher {
+    config: MirrorFetchConfig,
+    inner: RefCell<Inner>,
+    wake: event_listener::Event,
+}
+
+/// A partition the fetch loop gave up on.
+struct Failure {
+    message: String,
+    retryable: bool,
+}
+
+impl MirrorFetcher {
+    /// Creates the fetcher and spawns its task on the current shard.
+    pub fn start(ctx: Rc<ShardCtx>, config: MirrorFetchConfig) -> Rc<MirrorFetcher> {
+        let fetcher = Rc::new(MirrorFetcher {
+            config,
+            inner: RefCell::new(Inner::default()),
+            wake: event_listener::Event::new(),
+        });
+        let task = Rc::clone(&fetcher);
+        glommio::spawn_local(async move { task.run(ctx).await }).detach();
+        fetcher
+    }
+
+    pub fn config(&self) -> &MirrorFetchConfig {
+        &self.config
+    }
+
+    pub fn add(&self, tp: TopicPartition) {
+        let mut inner = self.inner.borrow_mut();
+        if !inner.partitions.contains_key(&tp) {
+            tracing::info!(mirror = %self.config.mirror, %tp, "mirror fetcher: partition added");
+            inner.partitions.insert(tp, PartitionFetchState::new());
+        }
+        drop(inner);
+        self.wake.notify(usize::MAX);
+    }
+
+    /// Returns whether the partition was fetched by this fetcher.
+    pub fn remove(&self, tp: &TopicPartition) -> bool {
+        let removed = self.inner.borrow_mut().partitions.remove(tp).is_some();
+        if removed {
+            tracing::info!(mirror = %self.config.mirror, %tp, "mirror fetcher: partition removed");
+        }
+        removed
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.borrow().partitions.is_empty()
+    }
+
+    pub fn partitions(&self) -> Vec<TopicPartition> {
+        self.inner.borrow().partitions.keys().cloned().collect()
+    }
+
+    pub fn status(&self, tp: &TopicPartition) -> Option<MirrorPartitionStatus> {
+        self.inner
+            .borrow()
+            .partitions
+            .get(tp)
+            .map(|s| s.status.clone())
+    }
+
+    pub fn shutdown(&self) {
+        self.inner.borrow_mut().stopped = true;
+        self.wake.notify(usize::MAX);
+    }
+
+    fn contains(&self, tp: &TopicPartition) -> bool {
+        self.inner.borrow().partitions.contains_key(tp)
+    }
+
+    fn with_state<R>(&self, tp: &TopicPartition, f: impl FnOnce(&mut PartitionFetchState) -> R) -> Option<R> {
+        self.inner.borrow_mut().partitions.get_mut(tp).map(f)
+    }
+
+    fn backoff(&self, tp: &TopicPartition, message: String) {
+        let base = self.config.fetch_backoff_ms.max(50);
+        self.with_state(tp, |s| {
+            s.errors = s.errors.saturating_add(1);
+            let factor = 1u64 << s.errors.min(5);
+            let wait = (base * factor / 2).min(base * 10);
+            s.retry_at = Some(Instant::now() + Duration::from_millis(wait));
+            if s.status.last_error.as_deref() != Some(message.as_str()) {
+                tracing::warn!(mirror = %self.config.mirror, %tp, error = %message, "mirror fetch error; retrying");
+            }
+            s.status.last_error = Some(message);
+        });
+    }
+
+    fn fail(&self, ctx: &Rc<ShardCtx>, tp: &TopicPartition, failure: Failure) {
+        if !self.remove(tp) {
+            return;
+        }
+        tracing::error!(mirror = %self.config.mirror, %tp, error = %failure.message, retryable = failure.retryable, "mirror partition failed");
+        ctx.mirror_fetchers.report(MirrorEvent::PartitionFailed {
+            mirror: self.config.mirror.clone(),
+            tp: tp.clone(),
+            message: failure.message,
+            retryable: failure.retryable,
+        });
+    }
+
+    async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
+        let mut connection = ConnectionConfig::new(
+            &self.config.client_id,
+            Duration::from_millis(self.config.connect_timeout_ms),
+        );
+        connection.request_timeout = Duration::from_millis(
+            self.config.request_timeout_ms + self.config.fetch_wait_max_ms.max(0) as u64,
+        );
+        connection.response_bytes_max =
+            (self.config.fetch_response_max_bytes as usize).saturating_mul(2) + (1 << 20);
+        let mut cluster = match SourceCluster::new(&self.config.bootstrap_servers, connection) {
+            Ok(c) => c,
+            Err(e) => {
+                for tp in self.partitions() {
+                    self.fail(
+                        &ctx,
+                        &tp,
+                        Failure {
+                            message: format!("mirror {}: {e}", self.config.mirror),
+                            retryable: false,
+                        },
+                    );
+                }
+                return;
+            }
+        };
+        let mut metadata: Option<ClusterMetadata> = None;
+        tracing::info!(mirror = %self.config.mirror, shard = ctx.id, source = %self.config.bootstrap_servers, "mirror fetcher started");
+        loop {
+            if self.inner.borrow().stopped {
+                break;
+            }
+            let now = Instant::now();
+            let ready: Vec<(TopicPartition, bool)> = self
+                .inner
+                .borrow()
+                .partitions
+                .iter()
+                .filter(|(_, s)| s.retry_at.is_none_or(|at| at <= now))
+                .map(|(tp, s)| (tp.clone(), s.truncating))
+                .collect();
+            if ready.is_empty() {
+                let listener = self.wake.listen();
+                let _ = futures::future::select(
+                    listener,
+                    Box::pin(glommio::timer::sleep(IDLE_WAIT)),
+                )
+                .await;
+                continue;
+            }
+            // Source metadata: refreshed when missing, after errors, or when a partition's
+            // topic is not in it.
+            let need_refresh = metadata.as_ref().is_none_or(|m| {
+                ready.iter().any(|(tp, _)| leader_of(m, tp).is_none())
+            });
+            if need_refresh {
+                let topics: Vec<String> = ready
+                    .iter()
+                    .map(|(tp, _)| tp.topic.clone())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                match cluster.metadata(Some(&topics)).await {
+                    Ok(m) => {
+                        if let Some(e) = self.check_cluster_id(&m) {
+                            for (tp, _) in &ready {
+                                self.fail(
+                                    &ctx,
+                                    tp,
+                                    Failure {
+                                        message: e.clone(),
+                                        retryable: false,
+                                    },
+                                );
+                            }
+                            continue;
+                        }
+                        metadata = Some(m);
+                    }
+                    Err(e) => {
+                        for (tp, _) in &ready {
+                            self.backoff(tp, format!("source metadata: {e}"));
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(meta) = metadata.clone() else {
+                continue;
+            };
+            let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, bool)>> = BTreeMap::new();
+            for (tp, truncating) in ready {
+                match leader_of(&meta, &tp) {
+                    Some((leader, epoch)) if leader >= 0 => {
+                        self.with_state(&tp, |s| s.status.source_leader_epoch = epoch);
+                        by_leader.entry(leader).or_default().push((tp, truncating));
+                    }
+                    Some((_, _)) => {
+                        self.backoff(&tp, "source partition has no leader".to_string());
+                        metadata = None;
+                    }
+                    None => {
+                        let message = match meta.topics.get(&tp.topic) {
+                            Some(t) if t.error_code == 0 => format!(
+                                "source topic {} has no partition {}",
+                                tp.topic, tp.partition
+                            ),
+                            _ => format!("source topic {} does not exist", tp.topic),
+                        };
+                        self.backoff(&tp, message);
+                        metadata = None;
+                    }
+                }
+            }
+            for (leader, parts) in by_leader {
+                let conn = match cluster.connection(leader).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        for (tp, _) in &parts {
+                            self.backoff(tp, format!("connecting to source broker {leader}: {e}"));
+                        }
+                        cluster.invalidate(leader);
+                        metadata = None;
+                        continue;
+                    }
+                };
+                let truncating: Vec<TopicPartition> = parts
+                    .iter()
+                    .filter(|(_, t)| *t)
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                if !truncating.is_empty() {
+                    if let Err(e) = self.resolve_divergence(&ctx, conn, &meta, &truncating).await {
+                        for tp in &truncating {
+                            self.backoff(tp, format!("OffsetsForLeaderEpoch on the source: {e}"));
+                        }
+                        if e.breaks_connection() {
+                            cluster.invalidate(leader);
+                        }
+                        metadata = None;
+                        continue;
+                    }
+                }
+                let fetching: Vec<TopicPartition> = parts
+                    .into_iter()
+                    .map(|(tp, _)| tp)
+                    .filter(|tp| self.with_state(tp, |s| !s.truncating).unwrap_or(false))
+                    .collect();
+                if fetching.is_empty() {
+                    continue;
+                }
+                match self.fetch_once(&ctx, conn, &meta, &fetching).await {
+                    Ok(refresh) => {
+                        if refresh {
+                            metadata = None;
+                        }
+                    }
+                    Err(e) => {
+                        for tp in &fetching {
+                            self.backoff(tp, format!("fetch from source broker {leader}: {e}"));
+                        }
+                        if e.breaks_connection() {
+                            cluster.invalidate(leader);
+                        }
+                        metadata = None;
+                    }
+                }
+            }
+        }
+        tracing::info!(mirror = %self.config.mirror, shard = ctx.id, "mirror fetcher stopped");
+    }
+
+    fn check_cluster_id(&self, m: &ClusterMetadata) -> Option<String> {
+        let expected = &self.config.source_cluster_id;
+        match &m.cluster_id {
+            Some(id) if !expected.is_empty() && id != expected => Some(format!(
+                "source cluster id is {id}, but mirror {} was created for {expected}",
+                self.config.mirror
+            )),
+            _ => None,
+        }
+    }
+
+    /// OffsetsForLeaderEpoch toward the source for partitions that (re)start: truncates
+    /// the local log where the source's history diverges (reference §6.3.2).
+    async fn resolve_divergence(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        conn: &mut KafkaConnection,
+        meta: &ClusterMetadata,
+        tps: &[TopicPartition],
+    ) -> Result<(), ClientError> {
+        let mut asks: BTreeMap<String, Vec<(i32, i32, i32)>> = BTreeMap::new();
+        for tp in tps {
+            let latest = match super::latest_epoch(ctx, tp).await {
+                Ok(l) => l,
+                Err(e) => {
+                    self.backoff(tp, e);
+                    continue;
+                }
+            };
+            match latest {
+                // Nothing to compare: start fetching at the log end.
+                None => {
+                    self.with_state(tp, |s| s.truncating = false);
+                }
+                Some(epoch) => {
+                    let current = leader_of(meta, tp).map_or(-1, |(_, e)| e);
+                    asks.entry(tp.topic.clone())
+                        .or_default()
+                        .push((tp.partition, epoch, current));
+                }
+            }
+        }
+        if asks.is_empty() {
+            return Ok(());
+        }
+        let Some(version) = conn.pick_version(ApiKey::OffsetForLeaderEpoch as i16, 2, 4) else {
+            // A source without OffsetsForLeaderEpoch (tansu): fetch from the log end.
+            for tp in tps {
+                self.with_state(tp, |s| s.truncating = false);
+            }
+            return Ok(());
+        };
+        let mut request = OffsetForLeaderEpochRequest::default().with_topics(
+            asks.iter()
+                .map(|(topic, parts)| {
+                    OffsetForLeaderTopic::default()
+                        .with_topic(crate::api::topic_name(topic))
+                        .with_partitions(
+                            parts
+                                .iter()
+                                .map(|(p, epoch, current)| {
+                                    OffsetForLeaderPartition::default()
+                                        .with_partition(*p)
+                                        .with_leader_epoch(*epoch)
+                                        .with_current_leader_epoch(*current)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+        if version >= 3 {
+            request = request.with_replica_id(BrokerId(-1));
+        }
+        let response = conn.send(&request, version).await?;
+        for topic in response.topics {
+            for p in topic.partitions {
+                let tp = TopicPartition::new(topic.topic.as_str(), p.partition);
+                if !self.contains(&tp) {
+                    continue;
+                }
+                if p.error_code != 0 {
+                    self.backoff(
+                        &tp,
+                        format!("OffsetsForLeaderEpoch: {}", error_name(p.error_code)),
+                    );
+                    continue;
+                }
+                let requested = asks
+                    .get(&topic.topic.to_string())
+                    .and_then(|v| v.iter().find(|(q, _, _)| *q == p.partition))
+                    .map_or(-1, |(_, e, _)| *e);
+                match self
+                    .truncate_to_source(ctx, &tp, requested, p.leader_epoch, p.end_offset)
+                    .await
+                {
+                    Ok(()) => {
+                        self.with_state(&tp, |s| s.truncating = false);
+                    }
+                    Err(e) => self.backoff(&tp, e),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn truncate_to_source(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        tp: &TopicPartition,
+        requested_epoch: i32,
+        source_epoch: i32,
+        source_end: i64,
+    ) -> Result<(), String> {
+        let partition = ctx
+            .partition(tp)
+            .ok_or_else(|| format!("partition {tp} is not open"))?;
+        let mut log = partition
+            .log
+            .write()
+            .await
+            .map_err(|_| format!("partition {tp} is closed"))?;
+        if !self.contains(tp) {
+            return Ok(());
+        }
+        let end = log.log_end_offset();
+        if source_end < 0 || source_epoch < 0 {
+            // The source does not know the epoch: Kafka's followers keep their log then.
+            return Ok(());
+        }
+        let target = if source_epoch == requested_epoch {
+            source_end.min(end.0)
+        } else {
+            let (local_epoch, local_end) = log.end_offset_for_epoch(LeaderEpoch(source_epoch));
+            if local_epoch == LeaderEpoch(source_epoch) && local_end.0 >= 0 {
+                source_end.min(local_end.0)
+            } else {
+                source_end.min(end.0)
+            }
+        };
+        if target < end.0 {
+            let target = Offset(target);
+            if target <= log.log_start_offset() {
+                log.truncate_fully_and_start_at(target)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            } else {
+                log.truncate_to(target).await.map_err(|e| e.to_string())?;
+            }
+            let new_end = log.log_end_offset();
+            log.update_high_watermark(new_end);
+            tracing::info!(mirror = %self.config.mirror, %tp, from = end.0, to = new_end.0, source_epoch, "mirror log truncated where the source diverges");
+        }
+        Ok(())
+    }
+
+    /// One Fetch round trip for `tps` (all led by the broker behind `conn`). Returns
+    /// whether source metadata should be refreshed.
+    async fn fetch_once(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        conn: &mut KafkaConnection,
+        meta: &ClusterMetadata,
+        tps: &[TopicPartition],
+    ) -> Result<bool, ClientError> {
+        let Some(version) = conn.pick_version(ApiKey::Fetch as i16, 4, 16) else {
+            for tp in tps {
+                self.fail(
+                    ctx,
+                    tp,
+                    Failure {
+                        message: "the source broker does not support Fetch v4 or newer".into(),
+                        retryable: false,
+                    },
+                );
+            }
+            return Ok(false);
+        };
+        let use_ids = version >= 13;
+        let mut by_topic: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for tp in tps {
+            let Some(partition) = ctx.partition(tp) else {
+                self.backoff(tp, format!("partition {tp} is not open on this shard"));
+                continue;
+            };
+            let Ok(log) = partition.log.read().await else {
+                continue;
+            };
+            let fetch_offset = log.log_end_offset().0;
+            let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
+            by_topic.entry(tp.topic.clone()).or_default().push(
+                FetchPartition::default()
+                    .with_partition(tp.partition)
+                    .with_fetch_offset(fetch_offset)
+                    .with_partition_max_bytes(self.config.fetch_max_bytes)
+                    .with_current_leader_epoch(current_epoch)
+                    .with_log_start_offset(-1),
+            );
+        }
+        let mut ids: HashMap<uuid::Uuid, String> = HashMap::new();
+        let mut topics = Vec::with_capacity(by_topic.len());
+        for (name, partitions) in by_topic {
+            let mut t = FetchTopic::default().with_partitions(partitions);
+            if use_ids {
+                let id = meta.topics.get(&name).map_or(uuid::Uuid::nil(), |t| t.id);
+                if id.is_nil() {
+                    return Ok(true);
+                }
+                ids.insert(id, name.clone());
+                t = t.with_topic_id(id);
+            } else {
+                t = t.with_topic(crate::api::topic_name(&name));
+            }
+            topics.push(t);
+        }
+        if topics.is_empty() {
+            return Ok(false);
+        }
+        let request = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(self.config.fetch_wait_max_ms)
+            .with_min_bytes(self.config.fetch_min_bytes)
+            .with_max_bytes(self.config.fetch_response_max_bytes)
+            .with_isolation_level(0)
+            .with_session_id(0)
+            .with_session_epoch(-1)
+            .with_topics(topics);
+        let response = conn.send(&request, version).await?;
+        if response.error_code != 0 {
+            for tp in tps {
+                self.backoff(tp, format!("Fetch: {}", error_name(response.error_code)));
+            }
+            return Ok(true);
+        }
+        let mut refresh = false;
+        for topic in response.responses {
+            let name = if use_ids {
+                match ids.get(&topic.topic_id) {
+                    Some(n) => n.clone(),
+                    None => continue,
+                }
+            } else {
+                topic.topic.to_string()
+            };
+            for p in topic.partitions {
+                let tp = TopicPartition::new(name.as_str(), p.partition_index);
+                if !self.contains(&tp) {
+                    continue;
+                }
+                self.with_state(&tp, |s| {
+                    if p.high_watermark >= 0 {
+                        s.status.source_high_watermark = p.high_watermark;
+                    }
+                    if p.log_start_offset >= 0 {
+                        s.status.source_log_start_offset = p.log_start_offset;
+                    }
+                });
+                match p.error_code {
+                    0 => {
+                        let records = p.records.unwrap_or_default();
+                        match self
+                            .append(ctx, &tp, records, p.log_start_offset)
+                            .await
+                        {
+                            Ok(()) => {
+                                self.with_state(&tp, |s| {
+                                    s.errors = 0;
+                                    s.retry_at = None;
+                                    s.status.last_error = None;
+                                });
+                            }
+                            Err(failure) if failure.retryable => {
+                                self.backoff(&tp, failure.message);
+                            }
+                            Err(failure) => self.fail(ctx, &tp, failure),
+                        }
+                    }
+                    1 => {
+                        // OFFSET_OUT_OF_RANGE
+                        if let Err(e) = self.reset_out_of_range(ctx, conn, &tp).await {
+                            self.backoff(&tp, format!("offset out of range: {e}"));
+                        }
+                    }
+                    code => {
+                        refresh |= matches!(code, 3 | 5 | 6 | 74 | 75 | 100);
+                        self.backoff(&tp, format!("Fetch: {}", error_name(code)));
+                    }
+                }
+            }
+        }
+        Ok(refresh)
+    }
+
+    /// Appends a fetched record set to `tp`, keeping the source's bytes.
+    async fn append(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        tp: &TopicPartition,
+        records: Bytes,
+        source_log_start: i64,
+    ) -> Result<(), Failure> {
+        let (batches, complete_len) = split_batches(&records).map_err(|message| Failure {
+            message,
+            retryable: false,
+        })?;
+        if batches.is_empty() {
+            return self.follow_log_start(ctx, tp, source_log_start).await;
+        }
+        // The destination epoch stays at or above every mirrored batch epoch (§6.5).
+        let max_epoch = batches
+            .iter()
+            .map(|b| b.partition_leader_epoch().0)
+            .max()
+            .unwrap_or(-1);
+        let local_epoch = ctx
+            .metadata
+            .load()
+            .partition(tp)
+            .map_or(0, |p| p.leader_epoch);
+        if max_epoch > local_epoch - EPOCH_BUMP_THRESHOLD {
+            let bump = bump_epoch(ctx, tp, max_epoch + EPOCH_BUMP_INCREMENT);
+            if max_epoch > local_epoch {
+                // Reactive: nothing is appended until the epoch covers the batches.
+                bump.await.map_err(|message| Failure {
+                    message,
+                    retryable: true,
+                })?;
+            } else {
+                glommio::spawn_local(async move {
+                    let _ = bump.await;
+                })
+                .detach();
+            }
+        }
+        let partition = ctx.partition(tp).ok_or_else(|| Failure {
+            message: format!("partition {tp} is not open on this shard"),
+            retryable: true,
+        })?;
+        let mut log = partition.log.write().await.map_err(|_| Failure {
+            message: format!("partition {tp} is closed"),
+            retryable: true,
+        })?;
+        if !self.contains(tp) {
+            return Ok(());
+        }
+        let end = log.log_end_offset();
+        // Batches wholly below the log end were appended already (a retried fetch);
+        // a batch straddling it means the two logs' batch boundaries differ.
+        let Some(first) = batches.iter().position(|b| b.last_offset() >= end) else {
+            return Ok(());
+        };
+        if batches[first].base_offset() < end {
+            self.with_state(tp, |s| s.truncating = true);
+            return Err(Failure {
+                message: format!(
+                    "source batch {}..={} straddles the local log end {}; checking divergence",
+                    batches[first].base_offset().0,
+                    batches[first].last_offset().0,
+                    end.0
+                ),
+                retryable: true,
+            });
+        }
+        let start = batches[..first].iter().map(|b| b.size_in_bytes()).sum::<usize>();
+        let slice = records.slice(start..complete_len);
+        log.append_passthrough(slice, now_ms())
+            .await
+            .map_err(|e| Failure {
+                message: format!("appending mirrored batches: {e}"),
+                retryable: !matches!(e, crate::log::LogError::InvalidBatch { .. }),
+            })?;
+        let new_end = log.log_end_offset();
+        log.update_high_watermark(new_end);
+        if source_log_start > log.log_start_offset().0 {
+            let target = Offset(source_log_start.min(new_end.0));
+            if let Err(e) = log.advance_log_start_offset(target).await {
+                tracing::warn!(%tp, error = %e, "could not follow the source log start offset");
+            }
+        }
+        drop(log);
+        ctx.router.notify_data_arrived();
+        Ok(())
+    }
+
+    async fn follow_log_start(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        tp: &TopicPartition,
+        source_log_start: i64,
+    ) -> Result<(), Failure> {
+        let Some(partition) = ctx.partition(tp) else {
+            return Ok(());
+        };
+        let Ok(mut log) = partition.log.write().await else {
+            return Ok(());
+        };
+        if self.contains(tp) && source_log_start > log.log_start_offset().0 {
+            let target = Offset(source_log_start.min(log.log_end_offset().0));
+            if let Err(e) = log.advance_log_start_offset(target).await {
+                tracing::warn!(%tp, error = %e, "could not follow the source log start offset");
+            }
+        }
+        Ok(())
+    }
+
+    /// OFFSET_OUT_OF_RANGE: asks the source for its earliest and latest offsets and
+    /// truncates so the next fetch is in range (reference §6.3.1).
+    async fn reset_out_of_range(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        conn: &mut KafkaConnection,
+        tp: &TopicPartition,
+    ) -> Result<(), String> {
+        let version = conn
+            .pick_version(ApiKey::ListOffsets as i16, 1, 8)
+            .ok_or("the source does not support ListOffsets v1+")?;
+        let mut offsets = [0i64; 2];
+        for (i, timestamp) in [-2i64, -1].into_iter().enumerate() {
+            let request = ListOffsetsRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_isolation_level(0)
+                .with_topics(vec![ListOffsetsTopic::default()
+                    .with_name(crate::api::topic_name(&tp.topic))
+                    .with_partitions(vec![ListOffsetsPartition::default()
+                        .with_partition_index(tp.partition)
+                        .with_timestamp(timestamp)])]);
+            let response = conn
+                .send(&request, version)
+                .await
+                .map_err(|e| e.to_string())?;
+            let p = response
+                .topics
+                .iter()
+                .flat_map(|t| t.partitions.iter())
+                .find(|p| p.partition_index == tp.partition)
+                .ok_or("ListOffsets answered without the partition")?;
+            if p.error_code != 0 {
+                return Err(format!("ListOffsets: {}", error_name(p.error_code)));
+            }
+            offsets[i] = p.offset;
+        }
+        let [earliest, latest] = offsets;
+        let partition = ctx.partition(tp).ok_or("partition is not open")?;
+        let mut log = partition
+            .log
+            .write()
+            .await
+            .map_err(|_| "partition is closed".to_string())?;
+        if !self.contains(tp) {
+            return Ok(());
+        }
+        let end = log.log_end_offset().0;
+        if end > latest {
+            log.truncate_to(Offset(latest))
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = latest, "local log was ahead of the source; truncated");
+        } else if end < earliest {
+            log.truncate_fully_and_start_at(Offset(earliest))
+                .await
+                .map_err(|e| e.to_string())?;
+            tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = earliest, "source retention passed the local log end; restarting at the source log start");
+        }
+        let new_end = log.log_end_offset();
+        log.update_high_watermark(new_end);
+        Ok(())
+    }
+}
+
+/// The leader and leader epoch of `tp` in source metadata.
+fn leader_of(meta: &ClusterMetadata, tp: &TopicPartition) -> Option<(i32, i32)> {
+    let topic = meta.topics.get(&tp.topic)?;
+    if topic.error_code != 0 {
+        return None;
+    }
+    topic
+        .partitions
+        .iter()
+        .find(|p| p.partition == tp.partition)
+        .map(|p| (p.leader, p.leader_epoch))
+}
+
+/// Asks the controller to raise `tp`'s epoch above `min` and waits for the answer.
+fn bump_epoch(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+    min: i32,
+) -> impl std::future::Future<Output = Result<(), String>> {
+    let rx = ctx.controller.submit(AdminRequest::BumpLeaderEpochs {
+        partitions: vec![(tp.clone(), min)],
+    });
+    let tp = tp.clone();
+    async move {
+        match rx.await {
+            Ok(AdminResponse::Results(r)) if r.iter().all(|r| r.error_code == 0) => Ok(()),
+            Ok(other) => Err(format!("bumping the leader epoch of {tp}: {other:?}")),
+            Err(_) => Err(format!("bumping the leader epoch of {tp}: controller gone")),
+        }
+    }
+}
+
+/// Splits a fetched record set into whole, CRC-checked v2 batches, ignoring a partial
+/// batch at the end (the source cut the response at its size limit). Returns the
+/// batches and the length of the complete prefix. `Err`: corrupt data.
+pub fn split_batches(records: &Bytes) -> Result<(Vec<RecordBatch>, usize), String> {
+    let mut batches = Vec::new();
+    let mut at = 0usize;
+    while records.len() - at >= layout::LOG_OVERHEAD {
+        let rest = &records[at..];
+        let size = match frame_size(rest, at as u64) {
+            Ok(size) => size,
+            Err(e) => return Err(format!("fetched data is not a record batch: {e}")),
+        };
+        if size > rest.len() {
+            break;
+        }
+        if rest.len() > layout::MAGIC && rest[layout::MAGIC] != 2 {
+            return Err(format!(
+                "fetched batch at byte {at} has magic {} (only v2 record batches can be mirrored)",
+                rest[layout::MAGIC]
+            ));
+        }
+        let batch = RecordBatch::parse_verified(records.slice(at..at + size), at as u64)
+            .map_err(|e| format!("fetched batch is corrupt: {e}"))?;
+        if let Some(prev) = batches.last() {
+            let prev: &RecordBatch = prev;
+            if batch.base_offset() <= prev.last_offset() {
+                return Err(format!(
+                    "fetched batches go backwards: {} after {}",
+                    batch.base_offset().0,
+                    prev.last_offset().0
+                ));
+            }
+        }
+        batches.push(batch);
+        at += size;
+    }
+    Ok((batches, at))
+}
+
+fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        Some(e) => format!("{e:?} ({code})"),
+        None => format!("error {code}"),
+    }
+}

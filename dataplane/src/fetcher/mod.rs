@@ -1,0 +1,356 @@
+//! Mirror partitions on their owning shard: the [`MirrorFetcherManager`] (one per shard)
+//! runs one [`mirror::MirrorFetcher`] task per mirror for the partitions this shard owns,
+//! keeps the read-only gate's view of each partition's mirror state, and carries out
+//! the log steps of the state machine the control plane drives (PREPARING truncation,
+//! the STOPPING steps). Only this shard touches these logs.
+
+pub mod mirror;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use crate::log::AppendKind;
+use crate::metadata::MirrorImage;
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, Offset, TopicPartition};
+use crate::wire::control::{build_mirror_pid_reset, ControlType};
+use crate::wire::mirror::MirrorPartitionState;
+use crate::wire::RecordBatch;
+
+/// What a fetcher tells the control plane's mirror manager.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorEvent {
+    /// The partition stopped fetching because of an error; `retryable == false` for
+    /// errors retrying cannot fix (corrupt data from the source, a source topic that is
+    /// gone).
+    PartitionFailed {
+        mirror: String,
+        tp: TopicPartition,
+        message: String,
+        retryable: bool,
+    },
+}
+
+/// How a mirror reaches its source, from the mirror's configs (reference §3.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorFetchConfig {
+    pub mirror: String,
+    pub bootstrap_servers: String,
+    pub source_cluster_id: String,
+    pub client_id: String,
+    pub fetch_wait_max_ms: i32,
+    pub fetch_min_bytes: i32,
+    pub fetch_response_max_bytes: i32,
+    /// Per partition.
+    pub fetch_max_bytes: i32,
+    pub fetch_backoff_ms: u64,
+    pub request_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+}
+
+impl MirrorFetchConfig {
+    pub fn from_image(mirror: &MirrorImage) -> Self {
+        let c = &mirror.configs;
+        let int = |k: &str, default: i64| -> i64 {
+            c.get(k)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        MirrorFetchConfig {
+            mirror: mirror.name.clone(),
+            bootstrap_servers: mirror.bootstrap_servers().to_string(),
+            source_cluster_id: mirror.source_cluster_id().to_string(),
+            client_id: c
+                .get("client.id")
+                .cloned()
+                .unwrap_or_else(|| format!("twinlog-mirror-{}", mirror.name)),
+            fetch_wait_max_ms: int("fetch.wait.max.ms", 500).clamp(0, 60_000) as i32,
+            fetch_min_bytes: int("fetch.min.bytes", 1).clamp(0, i64::from(i32::MAX)) as i32,
+            fetch_response_max_bytes: int("fetch.response.max.bytes", 10 << 20)
+                .clamp(1, 256 << 20) as i32,
+            fetch_max_bytes: int("fetch.max.bytes", 1 << 20).clamp(1, 64 << 20) as i32,
+            fetch_backoff_ms: int("fetch.backoff.ms", 1000).clamp(0, 300_000) as u64,
+            request_timeout_ms: int("request.timeout.ms", 30_000).clamp(100, 600_000) as u64,
+            connect_timeout_ms: int("socket.connection.setup.timeout.ms", 10_000)
+                .clamp(100, 600_000) as u64,
+        }
+    }
+}
+
+/// A partition's fetch progress, for DescribeMirrors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MirrorPartitionStatus {
+    /// The source's high watermark at the last fetch, -1 unknown.
+    pub source_high_watermark: i64,
+    /// The source's log start offset at the last fetch, -1 unknown.
+    pub source_log_start_offset: i64,
+    /// The source partition leader epoch last seen, -1 unknown.
+    pub source_leader_epoch: i32,
+    /// The last error the fetcher hit (cleared by a successful fetch).
+    pub last_error: Option<String>,
+}
+
+/// Per-shard owner of mirror fetchers and of the read-only gate's view.
+#[derive(Debug, Default)]
+pub struct MirrorFetcherManager {
+    /// The actual state of every mirror partition this shard owns, as the control plane
+    /// last set it. Produce is allowed only where this is STOPPED (or the topic is not in
+    /// a mirror).
+    states: RefCell<HashMap<TopicPartition, MirrorPartitionState>>,
+    fetchers: RefCell<BTreeMap<String, Rc<mirror::MirrorFetcher>>>,
+    events: RefCell<Option<async_channel::Sender<MirrorEvent>>>,
+}
+
+impl MirrorFetcherManager {
+    /// Where fetchers report failures (set once by the control plane).
+    pub fn set_events(&self, sender: async_channel::Sender<MirrorEvent>) {
+        *self.events.borrow_mut() = Some(sender);
+    }
+
+    pub(crate) fn report(&self, event: MirrorEvent) {
+        let sender = self.events.borrow().clone();
+        match sender {
+            Some(s) => {
+                if s.try_send(event.clone()).is_err() {
+                    tracing::warn!(?event, "mirror event dropped (manager queue full or gone)");
+                }
+            }
+            None => tracing::warn!(?event, "mirror event with no manager to report to"),
+        }
+    }
+
+    pub fn set_state(&self, tp: &TopicPartition, state: MirrorPartitionState) {
+        self.states.borrow_mut().insert(tp.clone(), state);
+    }
+
+    pub fn forget(&self, tp: &TopicPartition) {
+        self.states.borrow_mut().remove(tp);
+    }
+
+    pub fn state(&self, tp: &TopicPartition) -> Option<MirrorPartitionState> {
+        self.states.borrow().get(tp).copied()
+    }
+
+    /// The read-only gate: a partition of a mirrored topic accepts writes only once its
+    /// mirror state is STOPPED.
+    pub fn is_writable(&self, tp: &TopicPartition, topic_in_mirror: bool) -> bool {
+        !topic_in_mirror || self.state(tp) == Some(MirrorPartitionState::Stopped)
+    }
+
+    /// Fetch progress of a partition, if a fetcher has it.
+    pub fn status(&self, tp: &TopicPartition) -> Option<MirrorPartitionStatus> {
+        self.fetchers
+            .borrow()
+            .values()
+            .find_map(|f| f.status(tp))
+    }
+
+    /// Starts fetching `tp` from the mirror's source (idempotent). A changed config
+    /// restarts that mirror's fetcher with the new settings.
+    pub fn add_partition(ctx: &Rc<ShardCtx>, tp: TopicPartition, config: MirrorFetchConfig) {
+        let manager = &ctx.mirror_fetchers;
+        let existing = manager.fetchers.borrow().get(&config.mirror).cloned();
+        let fetcher = match existing {
+            Some(f) if f.config() == &config => f,
+            other => {
+                let carried = other.map(|old| {
+                    old.shutdown();
+                    old.partitions()
+                });
+                let f = mirror::MirrorFetcher::start(Rc::clone(ctx), config.clone());
+                for p in carried.into_iter().flatten() {
+                    f.add(p);
+                }
+                manager
+                    .fetchers
+                    .borrow_mut()
+                    .insert(config.mirror.clone(), Rc::clone(&f));
+                f
+            }
+        };
+        fetcher.add(tp);
+    }
+
+    /// Stops fetching `tp`. When this returns no append of the fetcher to `tp` is in
+    /// flight and none will start.
+    pub async fn remove_partition(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
+        let fetchers: Vec<Rc<mirror::MirrorFetcher>> =
+            ctx.mirror_fetchers.fetchers.borrow().values().cloned().collect();
+        for f in fetchers {
+            if f.remove(tp) && f.is_empty() {
+                f.shutdown();
+                let mut all = ctx.mirror_fetchers.fetchers.borrow_mut();
+                if all.get(f.config().mirror.as_str()).is_some_and(|g| Rc::ptr_eq(g, &f)) {
+                    all.remove(f.config().mirror.as_str());
+                }
+            }
+        }
+        // The fetcher checks membership under the log's write lock: taking it once here
+        // waits out an append that started before the removal.
+        if let Some(p) = ctx.partition(tp) {
+            let _guard = p.log.write().await;
+        }
+    }
+
+    /// Stops every fetcher of a mirror (DeleteMirror, shutdown).
+    pub fn remove_mirror(&self, mirror: &str) {
+        if let Some(f) = self.fetchers.borrow_mut().remove(mirror) {
+            f.shutdown();
+        }
+    }
+
+    pub fn shutdown(&self) {
+        for (_, f) in std::mem::take(&mut *self.fetchers.borrow_mut()) {
+            f.shutdown();
+        }
+    }
+}
+
+/// Errors of the mirror log steps, as text for the FAILED record.
+pub type StepResult<T> = Result<T, String>;
+
+/// PREPARING: truncates `tp` for the last mirrored epoch the source reported
+/// (`DECISIONS.md`, "LME and PREPARING"). Returns the number of offsets discarded.
+pub async fn prepare_partition(ctx: &Rc<ShardCtx>, tp: &TopicPartition, lme: i32) -> StepResult<i64> {
+    let partition = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let mut log = partition
+        .log
+        .write()
+        .await
+        .map_err(|_| format!("partition {tp} is closed"))?;
+    let end = log.log_end_offset();
+    let earliest = log.epoch_cache().entries().first().map(|e| e.epoch);
+    let target = match earliest {
+        _ if lme < 0 => Offset(0),
+        None => Offset(0),
+        Some(first) if LeaderEpoch(lme) < first => Offset(0),
+        Some(_) => {
+            let (epoch, offset) = log.end_offset_for_epoch(LeaderEpoch(lme));
+            if epoch == LeaderEpoch::UNDEFINED || offset.0 < 0 {
+                Offset(0)
+            } else {
+                offset
+            }
+        }
+    };
+    if end <= target {
+        return Ok(0);
+    }
+    let discarded = end.0 - target.0;
+    if target <= log.log_start_offset() {
+        log.truncate_fully_and_start_at(target)
+            .await
+            .map_err(|e| e.to_string())?;
+    } else {
+        log.truncate_to(target).await.map_err(|e| e.to_string())?;
+    }
+    let new_end = log.log_end_offset();
+    log.update_high_watermark(new_end);
+    tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded, "PREPARING truncated the log to the last mirrored epoch");
+    Ok(discarded)
+}
+
+/// The latest batch epoch in the log (`None`: no batches with an epoch).
+pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<Option<i32>> {
+    let partition = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let log = partition
+        .log
+        .read()
+        .await
+        .map_err(|_| format!("partition {tp} is closed"))?;
+    Ok(log.latest_epoch().map(|e| e.0))
+}
+
+/// STOPPING step 3: truncates to the LSO. Returns the LME to persist (step 4), or `None`
+/// when the MIRROR_PID_RESET batch is already the log's last batch: a re-run after a
+/// crash, whose LME was persisted before the batch was written.
+pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<Option<i32>> {
+    let partition = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let mut log = partition
+        .log
+        .write()
+        .await
+        .map_err(|_| format!("partition {tp} is closed"))?;
+    if last_batch_is_pid_reset(&log).await? {
+        return Ok(None);
+    }
+    let lso = log.last_stable_offset();
+    let end = log.log_end_offset();
+    if lso < end {
+        log.truncate_to(lso).await.map_err(|e| e.to_string())?;
+        let new_end = log.log_end_offset();
+        log.update_high_watermark(new_end);
+        tracing::info!(%tp, from = end.0, to = new_end.0, "STOPPING truncated the log to its last stable offset");
+    }
+    Ok(Some(log.latest_epoch().map_or(-1, |e| e.0)))
+}
+
+/// STOPPING step 5: appends the MIRROR_PID_RESET control batch at the partition's
+/// current leader epoch, unless it is already the last batch.
+pub async fn stop_append_pid_reset(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+    source_cluster_id: &str,
+) -> StepResult<()> {
+    let epoch = ctx
+        .metadata
+        .load()
+        .partition(tp)
+        .map(|p| p.leader_epoch)
+        .ok_or_else(|| format!("partition {tp} is not in the metadata image"))?;
+    let partition = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let mut log = partition
+        .log
+        .write()
+        .await
+        .map_err(|_| format!("partition {tp} is closed"))?;
+    if last_batch_is_pid_reset(&log).await? {
+        return Ok(());
+    }
+    let now = now_ms();
+    let batch = build_mirror_pid_reset(source_cluster_id, now);
+    log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
+        .await
+        .map_err(|e| e.to_string())?;
+    if log.config().flush_messages > 1 {
+        // The reset is the failover's barrier: make it durable before STOPPED is
+        // persisted, whatever the topic's flush settings.
+        log.flush(now).await.map_err(|e| e.to_string())?;
+    }
+    let end = log.log_end_offset();
+    log.update_high_watermark(end);
+    ctx.router.notify_data_arrived();
+    Ok(())
+}
+
+async fn last_batch_is_pid_reset(log: &crate::log::PartitionLog) -> StepResult<bool> {
+    let end = log.log_end_offset();
+    if end.0 == 0 || end <= log.log_start_offset() {
+        return Ok(false);
+    }
+    let data = log
+        .read(Offset(end.0 - 1), 1 << 20)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut last: Option<RecordBatch> = None;
+    for b in crate::wire::BatchIter::new(data.records, 0, false) {
+        match b {
+            Ok(b) => last = Some(b),
+            Err(_) => break,
+        }
+    }
+    Ok(last.is_some_and(|b| {
+        b.last_offset().0 == end.0 - 1
+            && b.is_control()
+            && matches!(b.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
+    }))
+}
