@@ -1,0 +1,221 @@
+//! Mirror helpers for the integration tests: mirror RPCs, Fetch of whole logs and
+//! polling, over the project's blocking client.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use dataplane::client::BlockingConnection;
+use dataplane::wire::mirror::*;
+use dataplane::wire::{BatchIter, RecordBatch};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, MetadataRequest};
+
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn connect(bootstrap: &str) -> BlockingConnection {
+    BlockingConnection::connect(bootstrap, "twinlog-test", TIMEOUT).expect("connect")
+}
+
+pub fn rpc(bootstrap: &str, request: MirrorRequest) -> MirrorResponse {
+    let mut conn = connect(bootstrap);
+    let key = request.api_key();
+    let mut body = BytesMut::new();
+    request.encode(&mut body);
+    let mut reply = conn.send_raw(key, 0, &body).expect("mirror rpc");
+    MirrorResponse::decode(key, &mut reply).expect("decode mirror response")
+}
+
+pub fn create_mirror(dest: &str, name: &str, source: &str, extra: &[(&str, &str)]) -> SimpleMirrorResponse {
+    let mut configs = vec![("bootstrap.servers".to_string(), Some(source.to_string()))];
+    for (k, v) in extra {
+        configs.push((k.to_string(), Some(v.to_string())));
+    }
+    match rpc(
+        dest,
+        MirrorRequest::CreateMirror(CreateMirrorRequest {
+            mirror_name: name.to_string(),
+            configs,
+        }),
+    ) {
+        MirrorResponse::CreateMirror(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn add_topics(dest: &str, mirror: &str, topics: &[&str]) -> MirrorTopicsResponse {
+    match rpc(
+        dest,
+        MirrorRequest::AddTopicsToMirror(AddTopicsToMirrorRequest {
+            mirror_name: mirror.to_string(),
+            topics: topics
+                .iter()
+                .map(|t| MirrorTopicMetadata {
+                    topic_id: uuid::Uuid::nil(),
+                    name: t.to_string(),
+                    num_partitions: -1,
+                })
+                .collect(),
+            state_validation_offset: -1,
+            ..Default::default()
+        }),
+    ) {
+        MirrorResponse::AddTopicsToMirror(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn remove_topics(dest: &str, mirror: &str, topics: &[&str]) -> MirrorTopicsResponse {
+    match rpc(
+        dest,
+        MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
+            mirror_name: mirror.to_string(),
+            topics: topics.iter().map(|t| t.to_string()).collect(),
+            patterns: Vec::new(),
+            state_validation_offset: -1,
+        }),
+    ) {
+        MirrorResponse::RemoveTopicsFromMirror(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn pause_resume(dest: &str, mirror: &str, topics: &[&str], pause: bool) -> MirrorTopicsResponse {
+    let req = MirrorTopicsRequest {
+        mirror_name: mirror.to_string(),
+        topics: topics.iter().map(|t| t.to_string()).collect(),
+        state_validation_offset: -1,
+    };
+    let request = if pause {
+        MirrorRequest::PauseMirrorTopics(req)
+    } else {
+        MirrorRequest::ResumeMirrorTopics(req)
+    };
+    match rpc(dest, request) {
+        MirrorResponse::PauseMirrorTopics(r) | MirrorResponse::ResumeMirrorTopics(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn delete_mirror(dest: &str, mirror: &str) -> SimpleMirrorResponse {
+    match rpc(
+        dest,
+        MirrorRequest::DeleteMirror(DeleteMirrorRequest {
+            mirror_name: mirror.to_string(),
+            state_validation_offset: -1,
+        }),
+    ) {
+        MirrorResponse::DeleteMirror(r) => r,
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+pub fn describe(dest: &str, mirror: &str) -> DescribedMirror {
+    match rpc(
+        dest,
+        MirrorRequest::DescribeMirrors(DescribeMirrorsRequest {
+            mirror_names: Some(vec![mirror.to_string()]),
+            ..Default::default()
+        }),
+    ) {
+        MirrorResponse::DescribeMirrors(mut r) => r.mirrors.remove(0),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// (topic, partition) -> described partition.
+pub fn partitions(d: &DescribedMirror) -> BTreeMap<(String, i32), DescribedMirrorPartition> {
+    d.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| ((t.name.clone(), p.partition), p.clone())))
+        .collect()
+}
+
+/// Waits until `check` holds for the mirror's description.
+pub fn wait_for(dest: &str, mirror: &str, what: &str, timeout: Duration, check: impl Fn(&DescribedMirror) -> bool) -> DescribedMirror {
+    let start = Instant::now();
+    loop {
+        let d = describe(dest, mirror);
+        if check(&d) {
+            return d;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}; last: {d:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every partition in `state`.
+pub fn all_in(d: &DescribedMirror, state: &str) -> bool {
+    let p = partitions(d);
+    !p.is_empty() && p.values().all(|p| p.state == state)
+}
+
+/// Every partition MIRRORING and caught up with `expected_ends` (local log end).
+pub fn caught_up(d: &DescribedMirror, expected_ends: &BTreeMap<(String, i32), i64>) -> bool {
+    let p = partitions(d);
+    expected_ends.iter().all(|(k, end)| {
+        p.get(k)
+            .is_some_and(|p| p.state == "MIRRORING" && p.destination_offset == *end)
+    })
+}
+
+/// Topic id and partition count from Metadata.
+pub fn topic_id(bootstrap: &str, topic: &str) -> (uuid::Uuid, usize) {
+    let mut conn = connect(bootstrap);
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(kafka_protocol::messages::TopicName(
+                kafka_protocol::protocol::StrBytes::from_string(topic.to_string()),
+            ))),
+    ]));
+    let r = conn.send(&req, 12).expect("metadata");
+    let t = r.topics.first().expect("topic");
+    assert_eq!(t.error_code, 0, "metadata of {topic}: {t:?}");
+    (t.topic_id, t.partitions.len())
+}
+
+/// Every batch of a partition, as stored, read with consumer Fetches (v12, by name).
+pub fn read_log(bootstrap: &str, topic: &str, partition: i32) -> Vec<RecordBatch> {
+    let mut conn = connect(bootstrap);
+    let mut out: Vec<RecordBatch> = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_max_wait_ms(0)
+            .with_min_bytes(0)
+            .with_max_bytes(8 << 20)
+            .with_isolation_level(0)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(kafka_protocol::messages::TopicName(
+                    kafka_protocol::protocol::StrBytes::from_string(topic.to_string()),
+                ))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_partition_max_bytes(4 << 20)])]);
+        let r = conn.send(&req, 12).expect("fetch");
+        let p = &r.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition}@{offset}");
+        let records: Bytes = p.records.clone().unwrap_or_default();
+        let mut got = false;
+        for b in BatchIter::new(records, 0, true) {
+            let Ok(b) = b else { break };
+            if b.last_offset().0 < offset {
+                continue;
+            }
+            offset = b.next_offset().0;
+            out.push(b);
+            got = true;
+        }
+        if !got || offset >= p.high_watermark {
+            break;
+        }
+    }
+    out
+}
