@@ -1,7 +1,9 @@
 //! AlterConfigs (33) and IncrementalAlterConfigs (44). TOPIC resources become one
 //! `AdminRequest::AlterTopicConfigs` each (replace, or change key by key), validated and
-//! applied by the controller. BROKER resources are refused: broker settings come from
-//! the config file only. A resource named twice in one request is refused, as in Kafka.
+//! applied by the controller. MIRROR resources (type 64) likewise become one
+//! `AdminRequest::AlterMirrorConfigs` each (only SET and DELETE; APPEND and SUBTRACT
+//! are refused). BROKER resources are refused: broker settings come from the
+//! config file only. A resource named twice in one request is refused, as in Kafka.
 
 use std::rc::Rc;
 
@@ -15,6 +17,7 @@ use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
 use crate::api::admin::{self, duplicates, RESOURCE_BROKER, RESOURCE_TOPIC};
+use crate::api::describe_configs::RESOURCE_MIRROR;
 use crate::api::str_bytes;
 use crate::controller::AdminRequest;
 use crate::shard::ShardCtx;
@@ -34,7 +37,7 @@ const BROKER_CONFIGS_MESSAGE: &str =
 /// The outcome for one resource: error code and message (`None` on success).
 type Outcome = (i16, Option<String>);
 
-/// Controller changes for a topic: `Some(value)` sets a key, `None` deletes it.
+/// Controller changes for a topic or mirror: `Some(value)` sets a key, `None` deletes it.
 type ConfigChanges = Vec<(String, Option<String>)>;
 
 /// One incremental operation as a controller change: `Some(value)` sets, `None` deletes.
@@ -67,10 +70,30 @@ pub fn incremental_op(
     }
 }
 
-/// The answer for a resource that is not a topic, or `None` for a topic.
-fn non_topic_outcome(resource_type: i8) -> Option<Outcome> {
+/// One incremental operation on a mirror config: SET and DELETE only.
+pub fn mirror_incremental_op(
+    name: &str,
+    op: i8,
+    value: Option<&str>,
+) -> Result<Option<String>, (ResponseError, String)> {
+    match op {
+        OP_SET | OP_DELETE => incremental_op(name, op, value),
+        OP_APPEND | OP_SUBTRACT => Err((
+            ResponseError::InvalidRequest,
+            format!("APPEND and SUBTRACT are not supported for mirror configs ({name}); use SET"),
+        )),
+        other => Err((
+            ResponseError::InvalidRequest,
+            format!("Unknown config operation {other} for {name}"),
+        )),
+    }
+}
+
+/// The answer for a resource the controller does not handle, or `None` for a topic or
+/// a mirror.
+fn refused_outcome(resource_type: i8) -> Option<Outcome> {
     match resource_type {
-        RESOURCE_TOPIC => None,
+        RESOURCE_TOPIC | RESOURCE_MIRROR => None,
         RESOURCE_BROKER => Some((
             ResponseError::InvalidRequest.code(),
             Some(BROKER_CONFIGS_MESSAGE.to_string()),
@@ -82,19 +105,32 @@ fn non_topic_outcome(resource_type: i8) -> Option<Outcome> {
     }
 }
 
-async fn alter_topic(
+/// Submits the change of one topic's or mirror's configs (`resource_type` is
+/// RESOURCE_TOPIC or RESOURCE_MIRROR) and returns the controller's answer for it. An
+/// unknown mirror comes back as UNKNOWN_CLUSTER_MIRROR from the controller.
+async fn alter(
     ctx: &ShardCtx,
-    topic: String,
+    resource_type: i8,
+    name: String,
     configs: ConfigChanges,
     incremental: bool,
     validate_only: bool,
 ) -> Outcome {
-    let names = [topic.clone()];
-    let request = AdminRequest::AlterTopicConfigs {
-        topic,
-        configs,
-        incremental,
-        validate_only,
+    let names = [name.clone()];
+    let request = if resource_type == RESOURCE_MIRROR {
+        AdminRequest::AlterMirrorConfigs {
+            name,
+            configs,
+            incremental,
+            validate_only,
+        }
+    } else {
+        AdminRequest::AlterTopicConfigs {
+            topic: name,
+            configs,
+            incremental,
+            validate_only,
+        }
     };
     let result = admin::submit(ctx, request, &names).await;
     match result.into_iter().next() {
@@ -127,16 +163,18 @@ pub async fn handle(
                 ResponseError::InvalidRequest.code(),
                 Some(DUPLICATE_RESOURCE.to_string()),
             )
-        } else if let Some(outcome) = non_topic_outcome(res.resource_type) {
+        } else if let Some(outcome) = refused_outcome(res.resource_type) {
             outcome
         } else {
+            // A full replacement: keys not named (or named with a null value) go.
             let configs = res
                 .configs
                 .into_iter()
                 .map(|c| (c.name.to_string(), c.value.map(|v| v.to_string())))
                 .collect();
-            alter_topic(
+            alter(
                 ctx,
+                res.resource_type,
                 res.resource_name.to_string(),
                 configs,
                 false,
@@ -173,13 +211,19 @@ pub async fn handle_incremental(
                 ResponseError::InvalidRequest.code(),
                 Some(DUPLICATE_RESOURCE.to_string()),
             )
-        } else if let Some(outcome) = non_topic_outcome(res.resource_type) {
+        } else if let Some(outcome) = refused_outcome(res.resource_type) {
             outcome
         } else {
-            match incremental_changes(&res.configs) {
+            let op = if res.resource_type == RESOURCE_MIRROR {
+                mirror_incremental_op
+            } else {
+                incremental_op
+            };
+            match incremental_changes(&res.configs, op) {
                 Ok(configs) => {
-                    alter_topic(
+                    alter(
                         ctx,
+                        res.resource_type,
                         res.resource_name.to_string(),
                         configs,
                         true,
@@ -201,10 +245,15 @@ pub async fn handle_incremental(
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
 
+/// One incremental operation as a controller change ([`incremental_op`] for topics,
+/// [`mirror_incremental_op`] for mirrors).
+type OpFn = fn(&str, i8, Option<&str>) -> Result<Option<String>, (ResponseError, String)>;
+
 /// A resource's incremental operations as controller changes; a key named twice is
 /// refused, as in Kafka.
 fn incremental_changes(
     configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    op: OpFn,
 ) -> Result<ConfigChanges, (ResponseError, String)> {
     let dup = duplicates(configs.iter().map(|c| c.name.as_str()));
     if let Some(name) = dup.first() {
@@ -217,7 +266,7 @@ fn incremental_changes(
         .iter()
         .map(|c| {
             let name = c.name.to_string();
-            let value = incremental_op(&name, c.config_operation, c.value.as_deref())?;
+            let value = op(&name, c.config_operation, c.value.as_deref())?;
             Ok((name, value))
         })
         .collect()
@@ -276,20 +325,26 @@ mod tests {
                 .with_value(value.map(str_bytes))
         };
         assert_eq!(
-            incremental_changes(&[
-                c("retention.ms", OP_SET, Some("1")),
-                c("segment.ms", OP_DELETE, None)
-            ]),
+            incremental_changes(
+                &[
+                    c("retention.ms", OP_SET, Some("1")),
+                    c("segment.ms", OP_DELETE, None)
+                ],
+                incremental_op
+            ),
             Ok(vec![
                 ("retention.ms".to_string(), Some("1".to_string())),
                 ("segment.ms".to_string(), None)
             ])
         );
         assert_eq!(
-            incremental_changes(&[
-                c("retention.ms", OP_SET, Some("1")),
-                c("retention.ms", OP_DELETE, None)
-            ])
+            incremental_changes(
+                &[
+                    c("retention.ms", OP_SET, Some("1")),
+                    c("retention.ms", OP_DELETE, None)
+                ],
+                incremental_op
+            )
             .map_err(|e| e.0),
             Err(ResponseError::InvalidRequest)
         );
@@ -297,11 +352,38 @@ mod tests {
 
     #[test]
     fn broker_and_other_resources_are_refused() {
-        assert_eq!(non_topic_outcome(RESOURCE_TOPIC), None);
-        let broker = non_topic_outcome(RESOURCE_BROKER).expect("refused");
+        assert_eq!(refused_outcome(RESOURCE_TOPIC), None);
+        assert_eq!(refused_outcome(RESOURCE_MIRROR), None);
+        let broker = refused_outcome(RESOURCE_BROKER).expect("refused");
         assert_eq!(broker.0, ResponseError::InvalidRequest.code());
         assert_eq!(broker.1.as_deref(), Some(BROKER_CONFIGS_MESSAGE));
-        assert!(non_topic_outcome(8).is_some());
+        assert!(refused_outcome(8).is_some());
+    }
+
+    #[test]
+    fn mirror_ops_are_set_and_delete_only() {
+        assert_eq!(
+            mirror_incremental_op("fetch.max.bytes", OP_SET, Some("2048")),
+            Ok(Some("2048".to_string()))
+        );
+        assert_eq!(
+            mirror_incremental_op("fetch.max.bytes", OP_DELETE, None),
+            Ok(None)
+        );
+        for op in [OP_APPEND, OP_SUBTRACT] {
+            let (e, m) =
+                mirror_incremental_op("topics.include", op, Some("x")).expect_err("refused");
+            assert_eq!(e, ResponseError::InvalidRequest);
+            assert!(m.contains("not supported for mirror configs"), "{m}");
+        }
+        assert_eq!(
+            mirror_incremental_op("fetch.max.bytes", OP_SET, None).map_err(|e| e.0),
+            Err(ResponseError::InvalidRequest)
+        );
+        assert_eq!(
+            mirror_incremental_op("fetch.max.bytes", 7, Some("1")).map_err(|e| e.0),
+            Err(ResponseError::InvalidRequest)
+        );
     }
 }
 
@@ -375,5 +457,115 @@ mod handler_tests {
             AdminRequest::AlterTopicConfigs { topic, configs, incremental: true, .. }
                 if topic == "t" && configs == &vec![("retention.ms".to_string(), None)]
         )));
+    }
+
+    #[test]
+    fn mirrors_go_to_the_controller() {
+        use crate::wire::mirror::errors::UNKNOWN_CLUSTER_MIRROR;
+        let (ctx, controller) = ctx(image(), |req| match req {
+            AdminRequest::AlterMirrorConfigs { name, .. } if name == "m" => {
+                AdminResponse::Results(vec![AdminResult::ok(name.as_str())])
+            }
+            AdminRequest::AlterMirrorConfigs { name, .. } => {
+                AdminResponse::Results(vec![AdminResult::err(
+                    name.as_str(),
+                    UNKNOWN_CLUSTER_MIRROR,
+                    format!("Mirror {name} does not exist"),
+                )])
+            }
+            _ => AdminResponse::Results(Vec::new()),
+        });
+        let inc = |name: &str, configs: Vec<AlterableConfig>| {
+            IncResource::default()
+                .with_resource_type(RESOURCE_MIRROR)
+                .with_resource_name(str_bytes(name))
+                .with_configs(configs)
+        };
+        let op = |name: &str, op: i8, value: Option<&str>| {
+            AlterableConfig::default()
+                .with_name(str_bytes(name))
+                .with_config_operation(op)
+                .with_value(value.map(str_bytes))
+        };
+        for v in 0..=1 {
+            let req = IncrementalAlterConfigsRequest::default()
+                .with_validate_only(v == 1)
+                .with_resources(vec![
+                    inc(
+                        "m",
+                        vec![
+                            op("fetch.max.bytes", OP_SET, Some("2048")),
+                            op("fetch.min.bytes", OP_DELETE, None),
+                        ],
+                    ),
+                    inc("gone", vec![op("fetch.max.bytes", OP_SET, Some("1"))]),
+                    inc("m2", vec![op("topics.include", OP_APPEND, Some("a.*"))]),
+                ]);
+            let r = futures::executor::block_on(handle_incremental(&ctx, req, v));
+            let codes: Vec<i16> = r.responses.iter().map(|x| x.error_code).collect();
+            assert_eq!(
+                codes,
+                vec![
+                    0,
+                    UNKNOWN_CLUSTER_MIRROR,
+                    ResponseError::InvalidRequest.code()
+                ]
+            );
+            assert_eq!(r.responses[0].resource_type, RESOURCE_MIRROR);
+            assert_eq!(
+                r.responses[1].error_message.as_deref(),
+                Some("Mirror gone does not exist")
+            );
+            encodes(&r, v);
+        }
+        let req =
+            AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(RESOURCE_MIRROR)
+                .with_resource_name(str_bytes("m"))
+                .with_configs(vec![FullConfig::default()
+                    .with_name(str_bytes("bootstrap.servers"))
+                    .with_value(Some(str_bytes("h:1")))])]);
+        let r = futures::executor::block_on(handle(&ctx, req, 1));
+        assert_eq!(r.responses[0].error_code, 0);
+        let sent = controller.requests.lock().expect("lock").clone();
+        let m_set = vec![
+            ("fetch.max.bytes".to_string(), Some("2048".to_string())),
+            ("fetch.min.bytes".to_string(), None),
+        ];
+        assert_eq!(
+            sent,
+            vec![
+                AdminRequest::AlterMirrorConfigs {
+                    name: "m".into(),
+                    configs: m_set.clone(),
+                    incremental: true,
+                    validate_only: false,
+                },
+                AdminRequest::AlterMirrorConfigs {
+                    name: "gone".into(),
+                    configs: vec![("fetch.max.bytes".to_string(), Some("1".to_string()))],
+                    incremental: true,
+                    validate_only: false,
+                },
+                AdminRequest::AlterMirrorConfigs {
+                    name: "m".into(),
+                    configs: m_set,
+                    incremental: true,
+                    validate_only: true,
+                },
+                AdminRequest::AlterMirrorConfigs {
+                    name: "gone".into(),
+                    configs: vec![("fetch.max.bytes".to_string(), Some("1".to_string()))],
+                    incremental: true,
+                    validate_only: true,
+                },
+                AdminRequest::AlterMirrorConfigs {
+                    name: "m".into(),
+                    configs: vec![("bootstrap.servers".to_string(), Some("h:1".to_string()))],
+                    incremental: false,
+                    validate_only: false,
+                },
+            ]
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! value and source (set on the topic, from the broker's config file, or Kafka's
 //! default), plus the mirror configs stored with the topic (read-only: only the mirror
 //! RPCs change them). BROKER resources list a read-only set of broker settings; the
-//! broker has no dynamic configs.
+//! broker has no dynamic configs. MIRROR resources (type 64) list a mirror's stored
+//! configs plus the defaults its fetcher uses for keys not set; secrets are never echoed.
 
 use std::rc::Rc;
 
@@ -22,18 +23,54 @@ use crate::api::str_bytes;
 use crate::log::config::describe_topic_config;
 use crate::metadata::MetadataImage;
 use crate::shard::{ShardCtx, ShardSettings};
+use crate::wire::mirror::errors::UNKNOWN_CLUSTER_MIRROR;
 
 /// Mirror configs shown with a topic (stored in `TopicImage::configs`).
 const MIRROR_CONFIG_NAMES: &[&str] = &["mirror.name"];
+
+/// The config resource type of a cluster mirror (`ConfigResource.Type.CLUSTER_MIRROR`).
+pub const RESOURCE_MIRROR: i8 = 64;
+
+/// Kafka's `ConfigType` for secrets (reported with sensitive configs).
+const TYPE_PASSWORD: i8 = 9;
+
+/// Mirror configs that only the mirror RPCs set: shown read-only.
+const READ_ONLY_MIRROR_CONFIGS: &[&str] = &["source.cluster.id"];
+
+/// Defaults of mirror configs, reported when a mirror does not set them. They are the
+/// values the mirror fetcher and the source connection fall back to.
+const MIRROR_CONFIG_DEFAULTS: &[(&str, &str)] = &[
+    ("fetch.backoff.ms", "1000"),
+    ("fetch.max.bytes", "1048576"),
+    ("fetch.min.bytes", "1"),
+    ("fetch.response.max.bytes", "10485760"),
+    ("fetch.wait.max.ms", "500"),
+    ("groups.include", ".*"),
+    ("mirror.metadata.refresh.interval.ms", "60000"),
+    ("request.timeout.ms", "30000"),
+    ("security.protocol", "PLAINTEXT"),
+    ("socket.connection.setup.timeout.ms", "10000"),
+    ("topics.exclude", "__.*"),
+];
+
+/// Whether a mirror config holds a secret: DescribeConfigs reports it with a null value
+/// and `is_sensitive`, so passwords are never echoed. The controller
+/// (`controlplane::mirror_admin::is_sensitive_mirror_config`) has the same rule; keep
+/// the two in step.
+pub fn is_sensitive_mirror_config(key: &str) -> bool {
+    key.ends_with(".password") || key == "sasl.jaas.config" || key.ends_with(".key")
+}
 
 /// One config entry before it is put on the wire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
     name: String,
+    /// Empty for a sensitive entry (sent as null).
     value: String,
     source: i8,
     read_only: bool,
     config_type: i8,
+    sensitive: bool,
 }
 
 /// The broker-config name of a topic config (Kafka's synonym one level down).
@@ -68,6 +105,7 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
         value,
         read_only: true,
         config_type,
+        sensitive: false,
     };
     let log = &settings.default_log_config;
     let mut out = vec![
@@ -155,6 +193,7 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
             source,
             read_only: false,
             config_type: topic_config_type(name),
+            sensitive: false,
         })
         .collect();
     for (k, v) in &topic.configs {
@@ -165,6 +204,73 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
                 source: DYNAMIC_TOPIC_CONFIG,
                 read_only: true,
                 config_type: admin::TYPE_STRING,
+                sensitive: false,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// The `ConfigType` of a mirror config, as Kafka's client config of the same name has it.
+fn mirror_config_type(name: &str) -> i8 {
+    match name {
+        _ if is_sensitive_mirror_config(name) => TYPE_PASSWORD,
+        "bootstrap.servers"
+        | "topics.include"
+        | "topics.exclude"
+        | "groups.include"
+        | "groups.exclude"
+        | "acls.include"
+        | "topic.properties.exclude" => admin::TYPE_LIST,
+        // Kafka's consumer has these two as INT and its other `*.ms` configs as LONG.
+        "request.timeout.ms"
+        | "fetch.wait.max.ms"
+        | "mirror.failed.retry.max.attempts"
+        | "mirror.fetch.connections" => TYPE_INT,
+        _ if name.ends_with(".ms") => TYPE_LONG,
+        _ if name.ends_with(".bytes") => TYPE_INT,
+        _ => admin::TYPE_STRING,
+    }
+}
+
+/// A mirror's configs (stored ones, then defaults for the well-known keys it does not
+/// set), or the error for its resource.
+fn mirror_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (i16, String)> {
+    let Some(mirror) = image.mirrors.get(name) else {
+        return Err((
+            UNKNOWN_CLUSTER_MIRROR,
+            format!("Mirror {name} does not exist"),
+        ));
+    };
+    // Mirror configs are dynamic configs of one resource, stored as config records in
+    // the metadata log, exactly like a topic's. Kafka has no ConfigSource of its own
+    // for CLUSTER_MIRROR, and DYNAMIC_TOPIC_CONFIG (1) is the per-resource dynamic
+    // source every client knows; a new code would read as UNKNOWN in Kafka's clients.
+    let mut out: Vec<Entry> = mirror
+        .configs
+        .iter()
+        .map(|(k, v)| {
+            let sensitive = is_sensitive_mirror_config(k);
+            Entry {
+                name: k.clone(),
+                value: if sensitive { String::new() } else { v.clone() },
+                source: DYNAMIC_TOPIC_CONFIG,
+                read_only: READ_ONLY_MIRROR_CONFIGS.contains(&k.as_str()),
+                config_type: mirror_config_type(k),
+                sensitive,
+            }
+        })
+        .collect();
+    for (k, v) in MIRROR_CONFIG_DEFAULTS {
+        if !mirror.configs.contains_key(*k) {
+            out.push(Entry {
+                name: k.to_string(),
+                value: v.to_string(),
+                source: DEFAULT_CONFIG,
+                read_only: false,
+                config_type: mirror_config_type(k),
+                sensitive: false,
             });
         }
     }
@@ -195,13 +301,14 @@ pub async fn handle(
         .map(|res| {
             let name = res.resource_name.to_string();
             let entries = match res.resource_type {
-                RESOURCE_TOPIC => topic_entries(&image, &name),
+                RESOURCE_TOPIC => topic_entries(&image, &name).map_err(|(e, m)| (e.code(), m)),
+                RESOURCE_MIRROR => mirror_entries(&image, &name),
                 RESOURCE_BROKER => {
                     if name.is_empty() || name == image.node_id.to_string() {
                         Ok(broker_entries(image.node_id, &ctx.settings))
                     } else {
                         Err((
-                            ResponseError::InvalidRequest,
+                            ResponseError::InvalidRequest.code(),
                             format!(
                                 "Unexpected broker id, expected {} or empty string, but received {name}",
                                 image.node_id
@@ -210,7 +317,7 @@ pub async fn handle(
                     }
                 }
                 other => Err((
-                    ResponseError::InvalidRequest,
+                    ResponseError::InvalidRequest.code(),
                     format!("Unsupported resource type: {other}"),
                 )),
             };
@@ -223,12 +330,14 @@ pub async fn handle(
                     r.configs = filter_keys(entries, res.configuration_keys.as_deref())
                         .into_iter()
                         .map(|e| {
+                            // A secret's value never goes on the wire.
+                            let value = (!e.sensitive).then(|| str_bytes(e.value));
                             let mut c = DescribeConfigsResourceResult::default()
                                 .with_name(str_bytes(e.name))
-                                .with_value(Some(str_bytes(e.value)))
+                                .with_value(value)
                                 .with_read_only(e.read_only)
                                 .with_config_source(e.source)
-                                .with_is_sensitive(false);
+                                .with_is_sensitive(e.sensitive);
                             c.documentation = None;
                             if version >= 3 {
                                 c.config_type = e.config_type;
@@ -237,8 +346,8 @@ pub async fn handle(
                         })
                         .collect();
                 }
-                Err((e, message)) => {
-                    r.error_code = e.code();
+                Err((code, message)) => {
+                    r.error_code = code;
                     r.error_message = Some(str_bytes(message));
                 }
             }
@@ -255,7 +364,7 @@ mod tests {
 
     use super::*;
     use crate::log::LogConfig;
-    use crate::metadata::TopicImage;
+    use crate::metadata::{MirrorImage, TopicImage};
 
     pub(super) fn image_for_handlers() -> MetadataImage {
         image()
@@ -282,7 +391,107 @@ mod tests {
                 internal: false,
             }),
         );
+        let mirror_configs: BTreeMap<String, String> = [
+            ("bootstrap.servers", "src:9092"),
+            ("source.cluster.id", "src-id"),
+            ("fetch.max.bytes", "2048"),
+            ("sasl.jaas.config", "secret"),
+            ("ssl.truststore.password", "pw"),
+            ("ssl.keystore.key", "k"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        image.mirrors.insert(
+            "m".into(),
+            Arc::new(MirrorImage {
+                name: "m".into(),
+                configs: mirror_configs,
+            }),
+        );
         image
+    }
+
+    #[test]
+    fn sensitive_mirror_configs() {
+        for k in [
+            "sasl.jaas.config",
+            "ssl.truststore.password",
+            "ssl.keystore.password",
+            "ssl.key.password",
+            "ssl.keystore.key",
+        ] {
+            assert!(is_sensitive_mirror_config(k), "{k}");
+        }
+        for k in [
+            "bootstrap.servers",
+            "sasl.mechanism",
+            "ssl.truststore.location",
+            "fetch.max.bytes",
+            "ssl.keystore.type",
+        ] {
+            assert!(!is_sensitive_mirror_config(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn mirror_entries_hide_secrets_and_add_defaults() {
+        let entries = mirror_entries(&image(), "m").expect("known mirror");
+        let get = |n: &str| entries.iter().find(|e| e.name == n).cloned().expect(n);
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert_eq!(names, sorted, "entries in name order");
+        let bootstrap = get("bootstrap.servers");
+        assert_eq!(
+            (
+                bootstrap.value.as_str(),
+                bootstrap.source,
+                bootstrap.read_only
+            ),
+            ("src:9092", DYNAMIC_TOPIC_CONFIG, false)
+        );
+        let id = get("source.cluster.id");
+        assert_eq!((id.value.as_str(), id.read_only), ("src-id", true));
+        for k in [
+            "sasl.jaas.config",
+            "ssl.truststore.password",
+            "ssl.keystore.key",
+        ] {
+            let e = get(k);
+            assert!(e.sensitive, "{k}");
+            assert!(e.value.is_empty(), "{k} echoed");
+            assert_eq!(e.config_type, TYPE_PASSWORD);
+        }
+        // Set explicitly: the stored value, not the default.
+        let fmb = get("fetch.max.bytes");
+        assert_eq!(
+            (fmb.value.as_str(), fmb.source, fmb.config_type),
+            ("2048", DYNAMIC_TOPIC_CONFIG, TYPE_INT)
+        );
+        assert_eq!(names.iter().filter(|n| **n == "fetch.max.bytes").count(), 1);
+        // Not set: Kafka-style defaults.
+        for (k, v) in MIRROR_CONFIG_DEFAULTS {
+            if *k == "fetch.max.bytes" {
+                continue;
+            }
+            let e = get(k);
+            assert_eq!(
+                (e.value.as_str(), e.source, e.read_only, e.sensitive),
+                (*v, DEFAULT_CONFIG, false, false),
+                "{k}"
+            );
+        }
+        assert_eq!(get("topics.exclude").value, "__.*");
+        assert_eq!(get("topics.exclude").config_type, admin::TYPE_LIST);
+        assert_eq!(
+            get("mirror.metadata.refresh.interval.ms").config_type,
+            TYPE_LONG
+        );
+        assert_eq!(get("security.protocol").config_type, admin::TYPE_STRING);
+        let err = mirror_entries(&image(), "nope").expect_err("unknown mirror");
+        assert_eq!(err.0, UNKNOWN_CLUSTER_MIRROR);
+        assert_eq!(err.1, "Mirror nope does not exist");
     }
 
     #[test]
@@ -384,6 +593,53 @@ mod handler_tests {
             assert!(!r.results[2].configs.is_empty());
             encodes(&r, v);
         }
+    }
+
+    #[test]
+    fn describes_mirrors_without_echoing_secrets() {
+        let (ctx, controller) = ctx(tests_image(), |_| AdminResponse::Results(Vec::new()));
+        let res = |n: &str, keys: Option<Vec<&str>>| {
+            DescribeConfigsResource::default()
+                .with_resource_type(RESOURCE_MIRROR)
+                .with_resource_name(str_bytes(n))
+                .with_configuration_keys(keys.map(|k| k.into_iter().map(str_bytes).collect()))
+        };
+        for v in 1..=4 {
+            let req = DescribeConfigsRequest::default().with_resources(vec![
+                res("m", None),
+                res("missing", None),
+                res("m", Some(vec!["sasl.jaas.config", "fetch.wait.max.ms"])),
+            ]);
+            let r = futures::executor::block_on(handle(&ctx, req, v));
+            let codes: Vec<i16> = r.results.iter().map(|x| x.error_code).collect();
+            assert_eq!(codes, vec![0, UNKNOWN_CLUSTER_MIRROR, 0]);
+            assert_eq!(
+                r.results[1].error_message.as_deref(),
+                Some("Mirror missing does not exist")
+            );
+            let all = &r.results[0].configs;
+            let get = |n: &str| all.iter().find(|c| c.name.as_str() == n).expect(n);
+            let jaas = get("sasl.jaas.config");
+            assert!(jaas.is_sensitive);
+            assert!(jaas.value.is_none());
+            assert!(get("ssl.truststore.password").value.is_none());
+            assert!(get("source.cluster.id").read_only);
+            assert_eq!(get("bootstrap.servers").value.as_deref(), Some("src:9092"));
+            let wait = get("fetch.wait.max.ms");
+            assert_eq!(
+                (wait.value.as_deref(), wait.config_source),
+                (Some("500"), DEFAULT_CONFIG)
+            );
+            let names: Vec<&str> = r.results[2]
+                .configs
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            assert_eq!(names, vec!["fetch.wait.max.ms", "sasl.jaas.config"]);
+            encodes(&r, v);
+        }
+        // Describing never reaches the controller.
+        assert!(controller.requests.lock().expect("lock").is_empty());
     }
 
     fn tests_image() -> MetadataImage {
