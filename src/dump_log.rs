@@ -1,11 +1,15 @@
 //! `twinlog dump-log`: prints segment files and their companions the way
 //! kafka-dump-log.sh `--print-data-log` does. A debugging tool run outside the shards,
 //! so plain blocking std I/O is fine here. Corrupt input is reported, never a crash.
+//!
+//! `--mirror-state` (Kafka's `--mirror-state-decoder`) decodes the records of
+//! `__mirror_state` segments into words instead of printing their bytes.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
 use bytes::Bytes;
+use controlplane::mirror::records::{decode_record, MirrorStateValue};
 use dataplane::log::epoch_cache::LeaderEpochCache;
 use dataplane::log::index::{OffsetIndex, TimeIndex};
 use dataplane::log::loader::{format_topic_id, parse_partition_metadata};
@@ -14,10 +18,23 @@ use dataplane::log::txn_index::TransactionIndex;
 use dataplane::types::Offset;
 use dataplane::wire::batch::{BatchIter, RecordBatch};
 use dataplane::wire::control::ControlType;
-use dataplane::wire::records::decode_records;
+use dataplane::wire::records::{decode_records, Record};
+
+/// What to print of the records of a segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DumpOptions {
+    /// Every record, key and value as text (Kafka's `--print-data-log`).
+    pub records: bool,
+    /// Every record decoded as a `__mirror_state` key and value (implies `records`).
+    pub mirror_state: bool,
+}
 
 /// Dumps each file; returns `Ok(false)` when any of them was corrupt.
-pub fn dump_files(files: &[PathBuf], records: bool, out: &mut impl Write) -> io::Result<bool> {
+pub fn dump_files(
+    files: &[PathBuf],
+    options: DumpOptions,
+    out: &mut impl Write,
+) -> io::Result<bool> {
     let mut all_ok = true;
     for path in files {
         writeln!(out, "Dumping {}", path.display())?;
@@ -39,7 +56,7 @@ pub fn dump_files(files: &[PathBuf], records: bool, out: &mut impl Write) -> io:
             .and_then(|b| b.parse::<i64>().ok())
             .map(Offset);
         let ok = match (name.rsplit_once('.').map(|(_, ext)| ext), base) {
-            (Some("log"), Some(base)) => dump_segment(base, Bytes::from(data), records, out)?,
+            (Some("log"), Some(base)) => dump_segment(base, Bytes::from(data), options, out)?,
             (Some("index"), Some(base)) => dump_offset_index(base, &data, out)?,
             (Some("timeindex"), Some(base)) => dump_time_index(base, &data, out)?,
             (Some("txnindex"), Some(base)) => dump_txn_index(base, &data, out)?,
@@ -63,7 +80,7 @@ pub fn dump_files(files: &[PathBuf], records: bool, out: &mut impl Write) -> io:
 fn dump_segment(
     base: Offset,
     data: Bytes,
-    records: bool,
+    options: DumpOptions,
     out: &mut impl Write,
 ) -> io::Result<bool> {
     writeln!(out, "Log starting offset: {base}")?;
@@ -104,8 +121,10 @@ fn dump_segment(
         )?;
         if batch.is_control() {
             print_control(&batch, out)?;
-        } else if records {
-            print_records(&batch, out)?;
+        } else if options.mirror_state {
+            print_records(&batch, out, print_mirror_state_record)?;
+        } else if options.records {
+            print_records(&batch, out, print_raw_record)?;
         }
         position = iter.position();
         if !crc_ok {
@@ -148,7 +167,11 @@ fn print_control(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
     }
 }
 
-fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
+fn print_records<W: Write>(
+    batch: &RecordBatch,
+    out: &mut W,
+    print: fn(&RecordBatch, &Record, &mut W) -> io::Result<()>,
+) -> io::Result<()> {
     if batch.compression() != dataplane::wire::batch::Compression::None {
         return writeln!(
             out,
@@ -159,25 +182,8 @@ fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
     }
     match decode_records(&batch.records(), batch.record_count()) {
         Ok(recs) => {
-            for r in recs {
-                let seq = if batch.base_sequence() >= 0 {
-                    batch.base_sequence().wrapping_add(r.offset_delta)
-                } else {
-                    -1
-                };
-                let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
-                writeln!(
-                    out,
-                    "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: {} headerKeys: {:?} key: {} payload: {}",
-                    batch.base_offset().0 + i64::from(r.offset_delta),
-                    batch.base_timestamp() + r.timestamp_delta,
-                    r.key.as_ref().map_or(-1, |k| k.len() as i64),
-                    r.value.as_ref().map_or(-1, |v| v.len() as i64),
-                    seq,
-                    headers,
-                    r.key.as_ref().map_or(String::new(), |k| printable(k)),
-                    r.value.as_ref().map_or(String::new(), |v| printable(v)),
-                )?;
+            for r in &recs {
+                print(batch, r, out)?;
             }
             Ok(())
         }
@@ -186,6 +192,79 @@ fn print_records(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
             "| error: records of batch {} do not decode: {e}",
             batch.base_offset()
         ),
+    }
+}
+
+fn print_raw_record(batch: &RecordBatch, r: &Record, out: &mut impl Write) -> io::Result<()> {
+    let seq = if batch.base_sequence() >= 0 {
+        batch.base_sequence().wrapping_add(r.offset_delta)
+    } else {
+        -1
+    };
+    let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    writeln!(
+        out,
+        "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: {} headerKeys: {:?} key: {} payload: {}",
+        batch.base_offset().0 + i64::from(r.offset_delta),
+        batch.base_timestamp() + r.timestamp_delta,
+        r.key.as_ref().map_or(-1, |k| k.len() as i64),
+        r.value.as_ref().map_or(-1, |v| v.len() as i64),
+        seq,
+        headers,
+        r.key.as_ref().map_or(String::new(), |k| printable(k)),
+        r.value.as_ref().map_or(String::new(), |v| printable(v)),
+    )
+}
+
+/// A `__mirror_state` record in words: `key: <kind> mirror=.. topic=.. partition=..`
+/// then `value: ...` or `tombstone`. A record that does not decode is shown with the
+/// reason (the batch itself is fine, so the dump does not fail).
+fn print_mirror_state_record(
+    batch: &RecordBatch,
+    r: &Record,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    write!(
+        out,
+        "| offset: {} CreateTime: {} ",
+        batch.base_offset().0 + i64::from(r.offset_delta),
+        batch.base_timestamp() + r.timestamp_delta,
+    )?;
+    let Some(key) = &r.key else {
+        return writeln!(out, "error: record without a key");
+    };
+    match decode_record(key, r.value.as_deref()) {
+        Ok((key, value)) => {
+            write!(
+                out,
+                "key: {} mirror={} topic={} partition={} ",
+                key.kind.name(),
+                printable(key.mirror.as_bytes()),
+                format_topic_id(key.topic_id),
+                key.partition
+            )?;
+            match value {
+                None => writeln!(out, "tombstone"),
+                Some(MirrorStateValue::Lme {
+                    last_mirrored_epoch,
+                }) => writeln!(out, "value: last_mirrored_epoch={last_mirrored_epoch}"),
+                Some(MirrorStateValue::State(v)) => writeln!(
+                    out,
+                    "value: state={} prev={} retry={} leader_epoch={} state_epoch={} \
+                     truncated_records={} error={}",
+                    v.state,
+                    v.previous_state,
+                    v.retry_attempt,
+                    v.leader_epoch,
+                    v.state_epoch,
+                    v.truncated_records,
+                    v.error_message
+                        .as_deref()
+                        .map_or("null".to_string(), |m| format!("{m:?}")),
+                ),
+            }
+        }
+        Err(e) => writeln!(out, "error: not a __mirror_state record: {e}"),
     }
 }
 

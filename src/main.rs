@@ -35,6 +35,10 @@ enum Command {
         /// Also print every record (Kafka's --print-data-log).
         #[arg(long, alias = "print-data-log")]
         records: bool,
+        /// Decode every record as a __mirror_state key and value (Kafka's
+        /// --mirror-state-decoder); implies --records.
+        #[arg(long, alias = "mirror-state-decoder")]
+        mirror_state: bool,
     },
 }
 
@@ -56,9 +60,17 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::DumpLog { files, records } => {
+        Command::DumpLog {
+            files,
+            records,
+            mirror_state,
+        } => {
             let mut out = std::io::stdout().lock();
-            match dump_log::dump_files(&files, records, &mut out) {
+            let options = dump_log::DumpOptions {
+                records,
+                mirror_state,
+            };
+            match dump_log::dump_files(&files, options, &mut out) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(2),
                 Err(e) => {

@@ -1,6 +1,7 @@
 //! `twinlog dump-log` against a partition log written by the real `PartitionLog`, and
 //! against corrupt copies of its files: every corruption is reported (`isvalid: false`
-//! or an `error:` line, exit code 2), never a panic.
+//! or an `error:` line, exit code 2), never a panic. `--mirror-state` against a
+//! `__mirror_state` log written by the real `MirrorStateCoordinator` on a shard.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -117,11 +118,15 @@ struct Dump {
 }
 
 fn dump_log(files: &[&Path], records: bool) -> Dump {
+    dump_log_with(files, if records { &["--records"] } else { &[] })
+}
+
+fn dump_log_with(files: &[&Path], flags: &[&str]) -> Dump {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_twinlog"));
-    cmd.arg("dump-log").args(files).env("RUST_LOG", "warn");
-    if records {
-        cmd.arg("--records");
-    }
+    cmd.arg("dump-log")
+        .args(files)
+        .args(flags)
+        .env("RUST_LOG", "warn");
     let out = cmd.output().expect("twinlog runs");
     let dump = Dump {
         code: out.status.code(),
@@ -715,4 +720,187 @@ fn corrupt_companion_files_are_reported() {
     );
     assert_reported(&d, "mixed");
     assert_eq!(batch_lines(&d.stdout).len(), 8);
+}
+
+/// Writes a one-partition `__mirror_state` log the way the `MirrorStateCoordinator`
+/// does (uncompressed batches of coordinator records, appended as the coordinator) and
+/// returns the partition directory.
+///
+/// | offsets | records                                                               |
+/// |---------|-----------------------------------------------------------------------|
+/// | 0       | state m/orders-3: PREPARING                                           |
+/// | 1..2    | state m/orders-3: MIRRORING (truncated 5, error "slow source"), LME 4 |
+/// | 3       | state gone/orders-0: PREPARING                                        |
+/// | 4       | tombstone of gone/orders-0 (state)                                    |
+fn write_mirror_state_log(data_dir: &Path, orders_id: uuid::Uuid) -> PathBuf {
+    use controlplane::mirror::{
+        encode_value, MirrorRecordKind, MirrorStateKey, MirrorStateValue, StateValue,
+        MIRROR_STATE_TOPIC,
+    };
+    use dataplane::wire::mirror::MirrorPartitionState as S;
+    use dataplane::wire::records::encode_record;
+
+    let key = |kind, mirror: &str, partition| {
+        MirrorStateKey::new(kind, mirror, orders_id, partition)
+            .encode()
+            .expect("key encodes")
+    };
+    let state = |state, previous_state, state_epoch| StateValue {
+        state,
+        previous_state,
+        retry_attempt: 0,
+        error_message: None,
+        leader_epoch: 2,
+        state_epoch,
+        truncated_records: -1,
+    };
+    let value = |v: MirrorStateValue| Some(encode_value(&v));
+    let batches: Vec<Vec<controlplane::mirror::KeyedRecord>> = vec![
+        vec![(
+            key(MirrorRecordKind::State, "m", 3),
+            value(MirrorStateValue::State(state(S::Preparing, S::Unknown, 1))),
+        )],
+        vec![
+            (
+                key(MirrorRecordKind::State, "m", 3),
+                value(MirrorStateValue::State(StateValue {
+                    truncated_records: 5,
+                    error_message: Some("slow source".to_string()),
+                    ..state(S::Mirroring, S::Preparing, 2)
+                })),
+            ),
+            (
+                key(MirrorRecordKind::Lme, "m", 3),
+                value(MirrorStateValue::Lme {
+                    last_mirrored_epoch: 4,
+                }),
+            ),
+        ],
+        vec![(
+            key(MirrorRecordKind::State, "gone", 0),
+            value(MirrorStateValue::State(state(S::Preparing, S::Unknown, 1))),
+        )],
+        vec![(key(MirrorRecordKind::State, "gone", 0), None)],
+    ];
+    let data_dir = data_dir.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    run_glommio(move || async move {
+        let mut log = PartitionLog::open(
+            &data_dir,
+            TopicPartition::new(MIRROR_STATE_TOPIC, 0),
+            Some(uuid::Uuid::from_u128(0x5151)),
+            LogConfig::default(),
+            0,
+        )
+        .await
+        .expect("log opens");
+        for records in batches {
+            let mut body = Vec::new();
+            for (i, (k, v)) in records.iter().enumerate() {
+                encode_record(&mut body, i as i32, 0, Some(k), v.as_deref());
+            }
+            let n = records.len() as i32;
+            let batch = BatchBuilder {
+                last_offset_delta: n - 1,
+                record_count: n,
+                base_timestamp: 2_000,
+                max_timestamp: 2_000,
+                ..BatchBuilder::default()
+            }
+            .build(&body);
+            log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Coordinator, 0)
+                .await
+                .expect("append");
+        }
+        assert_eq!(log.log_end_offset().0, 5);
+        tx.send(log.dir().to_path_buf()).expect("send dir");
+        log.close(0).await.expect("close");
+    });
+    rx.recv().expect("partition dir")
+}
+
+#[test]
+fn dump_log_decodes_mirror_state_records() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let orders_id = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677);
+    let topic = format_topic_id(orders_id);
+    let dir = write_mirror_state_log(tmp.path(), orders_id);
+    let log = seg(&dir, ".log");
+
+    let d = dump_log_with(&[&log], &["--mirror-state"]);
+    assert_eq!(d.code, Some(0), "{}\n{}", d.stdout, d.stderr);
+    assert_eq!(batch_lines(&d.stdout).len(), 4, "{}", d.stdout);
+    let records: Vec<(i64, &str)> = d
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("| offset: "))
+        .map(|l| {
+            let decoded = &l[l.find("key: ").unwrap_or_else(|| panic!("no key in {l}"))..];
+            (num(l, "offset"), decoded)
+        })
+        .collect();
+    let expected = [
+        format!(
+            "key: state mirror=m topic={topic} partition=3 value: state=PREPARING prev=UNKNOWN \
+             retry=0 leader_epoch=2 state_epoch=1 truncated_records=-1 error=null"
+        ),
+        format!(
+            "key: state mirror=m topic={topic} partition=3 value: state=MIRRORING prev=PREPARING \
+             retry=0 leader_epoch=2 state_epoch=2 truncated_records=5 error=\"slow source\""
+        ),
+        format!("key: lme mirror=m topic={topic} partition=3 value: last_mirrored_epoch=4"),
+        format!(
+            "key: state mirror=gone topic={topic} partition=0 value: state=PREPARING \
+             prev=UNKNOWN retry=0 leader_epoch=2 state_epoch=1 truncated_records=-1 error=null"
+        ),
+        format!("key: state mirror=gone topic={topic} partition=0 tombstone"),
+    ];
+    let got: Vec<(i64, String)> = records.iter().map(|(o, l)| (*o, l.to_string())).collect();
+    let want: Vec<(i64, String)> = (0..).zip(expected).collect();
+    assert_eq!(got, want, "{}", d.stdout);
+    // Kafka's flag name works too.
+    let k = dump_log_with(&[&log], &["--mirror-state-decoder"]);
+    assert_eq!(k.stdout, d.stdout);
+
+    // Without the flag the records print as bytes, as before.
+    let raw = dump_log(&[&log], true);
+    assert_eq!(raw.code, Some(0));
+    assert_eq!(batch_lines(&raw.stdout), batch_lines(&d.stdout));
+    assert_eq!(
+        raw.stdout
+            .lines()
+            .filter(|l| l.starts_with("| offset: ") && l.contains("keySize: "))
+            .count(),
+        5
+    );
+    assert!(!raw.stdout.contains("mirror="));
+
+    // Records that are not __mirror_state records are reported, not fatal.
+    let other = write_log(&tmp.path().join("other"), uuid::Uuid::from_u128(3));
+    let d = dump_log_with(&[&seg(&other, ".log")], &["--mirror-state"]);
+    assert_eq!(d.code, Some(0), "{}\n{}", d.stdout, d.stderr);
+    assert!(
+        d.stdout.contains("error: record without a key"),
+        "{}",
+        d.stdout
+    );
+    assert!(d.stdout.contains("MIRROR_PID_RESET"), "{}", d.stdout);
+    // Random corruption never panics.
+    let bytes = std::fs::read(&log).expect("segment");
+    let mut rng = Rng(0xfeed_beef);
+    for i in 0..30 {
+        let mut bad = bytes.clone();
+        let at = 61 + rng.below(bad.len() - 61);
+        bad[at] ^= u8::try_from(rng.below(255) + 1).expect("byte");
+        let d = dump_copy_with(tmp.path(), &format!("ms-{i}"), &bad, &["--mirror-state"]);
+        assert!(matches!(d.code, Some(0 | 2)), "{}\n{}", d.stdout, d.stderr);
+    }
+}
+
+fn dump_copy_with(root: &Path, case: &str, bytes: &[u8], flags: &[&str]) -> Dump {
+    let dir = root.join(case);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let path = dir.join(SEGMENT);
+    std::fs::write(&path, bytes).expect("write copy");
+    dump_log_with(&[&path], flags)
 }
