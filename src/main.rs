@@ -1,6 +1,7 @@
 //! `twinlog`: the broker and its admin/debug commands. This file is the composition
 //! root only: it parses the command line and wires the planes together.
 
+mod cli;
 mod config;
 mod dump_log;
 mod serve;
@@ -25,6 +26,10 @@ struct Cli {
 enum Command {
     /// Run the broker (single node: broker and controller in one process).
     Serve(serve::ServeArgs),
+    /// Manage cluster mirrors on a destination cluster (like kafka-cluster-mirrors.sh).
+    Mirror(cli::mirror::MirrorArgs),
+    /// Create, list, describe and delete topics (like kafka-topics.sh).
+    Topic(cli::topic::TopicArgs),
     /// Print log segments, indexes, producer snapshots and epoch checkpoints like
     /// kafka-dump-log.sh.
     DumpLog {
@@ -52,6 +57,8 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     match cli.command {
+        Command::Mirror(args) => cli::mirror::run(args),
+        Command::Topic(args) => cli::topic::run(args),
         Command::Serve(args) => match serve::run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -1,0 +1,618 @@
+//! The operator CLI (`twinlog topic ...`, `twinlog mirror ...`) against real brokers on
+//! loopback: a source cluster A and a destination cluster B, each one `twinlog serve`.
+//! Every step runs the `twinlog` binary and checks its output and exit code, the way an
+//! operator or a script sees them.
+//!
+//! Run alone: `cargo test -p twinlog --test mirror_cli -- --nocapture`.
+//! `TWINLOG_KEEP_TEST_DIRS=1` keeps a failed test's broker directories.
+
+mod support;
+
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use dataplane::client::BlockingConnection;
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use support::{free_port, run_command, Broker, CmdOutput};
+
+/// Broker config of both clusters: a small `__mirror_state` keeps start-up quick.
+const BROKER_CONFIG: &str = "\"mirror.state.topic.num.partitions\" = 3\n";
+/// Limit on one CLI run (the CLI's own waits are shorter).
+const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+/// `--timeout` of the CLI's waits on mirror states.
+const STATE_WAIT_S: &str = "60";
+
+/// Runs `twinlog <args> --bootstrap-server <bootstrap>`.
+fn twinlog(bootstrap: &str, args: &[&str]) -> CmdOutput {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_twinlog"));
+    cmd.args(args)
+        .arg("--bootstrap-server")
+        .arg(bootstrap)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn");
+    run_command(&mut cmd, None, CLI_TIMEOUT)
+}
+
+fn logs(brokers: &[&Broker]) -> String {
+    brokers.iter().map(|b| b.log_tail(40)).collect()
+}
+
+/// Panics unless the command exited 0; returns its stdout.
+#[track_caller]
+fn ok(out: CmdOutput, brokers: &[&Broker]) -> String {
+    if !out.success() {
+        panic!("expected success:\n{}\n{}", out.describe(), logs(brokers));
+    }
+    eprintln!("[cli] ok: {}", out.what);
+    out.stdout
+}
+
+/// Panics unless the command exited 1 with `error: ... <name>` on stderr; returns stderr.
+#[track_caller]
+fn fails_with(out: CmdOutput, name: &str, brokers: &[&Broker]) -> String {
+    let code = out.status.and_then(|s| s.code());
+    let named = out
+        .stderr
+        .lines()
+        .any(|l| l.starts_with("error: ") && l.contains(&format!("{name}: ")));
+    if out.timed_out || code != Some(1) || !named {
+        panic!(
+            "expected exit code 1 and an `error: ...{name}: ...` line:\n{}\n{}",
+            out.describe(),
+            logs(brokers)
+        );
+    }
+    eprintln!("[cli] failed as expected with {name}: {}", out.what);
+    out.stderr
+}
+
+/// The value after `key: ` on the first line of `twinlog topic describe` output.
+fn describe_field(describe: &str, key: &str) -> String {
+    let first = describe.lines().next().unwrap_or("");
+    first
+        .split('\t')
+        .find_map(|f| f.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {first:?}"))
+        .to_string()
+}
+
+/// Mirror `name`'s row of `twinlog mirror list`, split into columns.
+fn list_row(list: &str, name: &str) -> Option<Vec<String>> {
+    list.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .find(|cols| cols.first().map(String::as_str) == Some(name))
+}
+
+#[test]
+fn topic_commands_over_the_wire() {
+    let a = Broker::start(BROKER_CONFIG);
+    let boot = a.bootstrap();
+    let bs = [&a];
+
+    let out = ok(
+        twinlog(
+            &boot,
+            &[
+                "topic",
+                "create",
+                "orders",
+                "--partitions",
+                "3",
+                "--config",
+                "retention.ms=3600000",
+            ],
+        ),
+        &bs,
+    );
+    assert!(out.starts_with("created topic orders"), "{out}");
+    let err = fails_with(
+        twinlog(&boot, &["topic", "create", "orders", "--partitions", "3"]),
+        "TOPIC_ALREADY_EXISTS",
+        &bs,
+    );
+    assert!(
+        err.contains("error: orders: TOPIC_ALREADY_EXISTS: "),
+        "{err}"
+    );
+
+    let list = ok(twinlog(&boot, &["topic", "list"]), &bs);
+    assert!(list.lines().any(|l| l == "orders"), "{list}");
+
+    let describe = ok(twinlog(&boot, &["topic", "describe", "orders"]), &bs);
+    assert_eq!(describe_field(&describe, "Topic"), "orders");
+    assert_eq!(describe_field(&describe, "PartitionCount"), "3");
+    // Kafka's text form of a topic id: 22 characters of URL-safe base64.
+    let id = describe_field(&describe, "TopicId");
+    assert_eq!(id.len(), 22, "{describe}");
+    assert!(
+        id.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+        "{describe}"
+    );
+    for p in 0..3 {
+        assert!(
+            describe.contains(&format!("\tPartition: {p}\tLeader: ")),
+            "{describe}"
+        );
+    }
+    assert!(
+        describe.contains("\tretention.ms=3600000\t(DYNAMIC_TOPIC_CONFIG"),
+        "{describe}"
+    );
+
+    fails_with(
+        twinlog(&boot, &["topic", "describe", "missing"]),
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        &bs,
+    );
+
+    let out = ok(twinlog(&boot, &["topic", "delete", "orders"]), &bs);
+    assert_eq!(out.trim(), "deleted topic orders");
+    let list = ok(twinlog(&boot, &["topic", "list"]), &bs);
+    assert!(!list.lines().any(|l| l == "orders"), "{list}");
+    fails_with(
+        twinlog(&boot, &["topic", "delete", "orders"]),
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        &bs,
+    );
+
+    // Nobody listens: a clear connection error, exit 1.
+    let nowhere = format!("127.0.0.1:{}", free_port());
+    let out = twinlog(&nowhere, &["topic", "list"]);
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr
+            .starts_with(&format!("error: cannot connect to {nowhere}: ")),
+        "{}",
+        out.describe()
+    );
+
+    // Usage errors are clap's: exit 2.
+    for args in [
+        &["topic", "create"][..],
+        &["mirror", "create", "m"][..],
+        &["mirror", "remove", "m"][..],
+        &["mirror", "wait", "m", "--state", "SLEEPING"][..],
+        &[
+            "mirror", "create", "m", "--source", "x:1", "--config", "novalue",
+        ][..],
+    ] {
+        let out = twinlog(&boot, args);
+        assert_eq!(
+            out.status.and_then(|s| s.code()),
+            Some(2),
+            "{}",
+            out.describe()
+        );
+    }
+}
+
+/// Mirror admin errors, list, describe, pause and resume.
+#[test]
+fn mirror_admin_over_the_wire() {
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let (src, dst) = (a.bootstrap(), b.bootstrap());
+    let bs = [&a, &b];
+
+    ok(
+        twinlog(&src, &["topic", "create", "orders", "--partitions", "3"]),
+        &bs,
+    );
+    ok(
+        twinlog(&src, &["topic", "create", "payments", "--partitions", "2"]),
+        &bs,
+    );
+
+    let out = ok(
+        twinlog(&dst, &["mirror", "create", "m", "--source", &src]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "created mirror m");
+    let err = fails_with(
+        twinlog(&dst, &["mirror", "create", "m", "--source", &src]),
+        "CLUSTER_MIRROR_ALREADY_EXISTS",
+        &bs,
+    );
+    assert!(
+        err.contains("error: CLUSTER_MIRROR_ALREADY_EXISTS: Mirror m already exists"),
+        "{err}"
+    );
+    let err = fails_with(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "create",
+                "bad",
+                "--source",
+                &src,
+                "--config",
+                "fetch.max.bytes=abc",
+            ],
+        ),
+        "INVALID_CONFIG",
+        &bs,
+    );
+    assert!(err.contains("fetch.max.bytes"), "{err}");
+
+    let err = fails_with(
+        twinlog(&dst, &["mirror", "add", "m", "--topic", "missing"]),
+        "UNKNOWN_TOPIC_OR_PARTITION",
+        &bs,
+    );
+    assert!(
+        err.contains("error: missing: UNKNOWN_TOPIC_OR_PARTITION: "),
+        "{err}"
+    );
+
+    let out = ok(
+        twinlog(&dst, &["mirror", "add", "m", "--topic", "orders"]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "added orders");
+    // A pattern is resolved by the broker against the source's topics.
+    let out = ok(
+        twinlog(&dst, &["mirror", "add", "m", "--topic", "pay.*"]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "added payments");
+
+    // The mirror topic exists on B with A's topic id and partition count.
+    for (topic, partitions) in [("orders", "3"), ("payments", "2")] {
+        let on_a = ok(twinlog(&src, &["topic", "describe", topic]), &bs);
+        let on_b = ok(twinlog(&dst, &["topic", "describe", topic]), &bs);
+        assert_eq!(
+            describe_field(&on_a, "TopicId"),
+            describe_field(&on_b, "TopicId"),
+            "A:\n{on_a}\nB:\n{on_b}"
+        );
+        assert_eq!(describe_field(&on_b, "PartitionCount"), partitions);
+        assert!(on_b.contains("\tmirror.name=m\t"), "{on_b}");
+    }
+
+    let list = ok(twinlog(&dst, &["mirror", "list"]), &bs);
+    let row = list_row(&list, "m").unwrap_or_else(|| panic!("no mirror m in\n{list}"));
+    assert_eq!(row[1], src, "{list}");
+    assert_ne!(row[2], "-", "source cluster id missing:\n{list}");
+    assert_eq!(row[3], "2", "{list}");
+    assert_eq!(row[4], "orders,payments", "{list}");
+
+    let describe = ok(twinlog(&dst, &["mirror", "describe", "m"]), &bs);
+    let rows: Vec<&str> = describe.lines().skip(1).collect();
+    assert_eq!(rows.len(), 5, "{describe}");
+    assert!(rows.iter().all(|r| r.starts_with("m ")), "{describe}");
+    let json = ok(twinlog(&dst, &["mirror", "describe", "--json"]), &bs);
+    let json = json.trim();
+    assert!(json.starts_with("{\"mirrors\":[{\"name\":\"m\",\"error_code\":0,\"topics\":[{\"name\":\"orders\",\"partitions\":[{\"partition\":0,\"state\":"), "{json}");
+    assert!(json.ends_with("}]}]}]}"), "{json}");
+    assert_eq!(json.matches("\"partition\":").count(), 5, "{json}");
+    assert_eq!(
+        json.matches("\"last_mirrored_epoch\":").count(),
+        5,
+        "{json}"
+    );
+
+    // Unknown mirror.
+    for args in [
+        &["mirror", "describe", "nope"][..],
+        &["mirror", "delete", "nope"][..],
+        &["mirror", "pause", "nope", "--topic", "orders"][..],
+        &["mirror", "add", "nope", "--topic", "orders"][..],
+        &["mirror", "add", "nope", "--topic", "ord.*"][..],
+        &["mirror", "remove", "nope", "--all-topics"][..],
+        &[
+            "mirror",
+            "wait",
+            "nope",
+            "--state",
+            "STOPPED",
+            "--timeout",
+            "1",
+        ][..],
+    ] {
+        fails_with(twinlog(&dst, args), "UNKNOWN_CLUSTER_MIRROR", &bs);
+    }
+
+    // Pause and resume.
+    let out = ok(
+        twinlog(&dst, &["mirror", "pause", "m", "--topic", "orders"]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "paused orders");
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "PAUSED",
+                "--topic",
+                "orders",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    // A paused topic never catches up: --when-caught-up gives up and removes nothing.
+    let out = twinlog(
+        &dst,
+        &[
+            "mirror",
+            "remove",
+            "m",
+            "--topic",
+            "orders",
+            "--when-caught-up",
+            "--timeout",
+            "1.5",
+        ],
+    );
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr.contains("nothing was removed") && out.stderr.contains("orders-0 (PAUSED"),
+        "{}",
+        out.describe()
+    );
+    let list = ok(twinlog(&dst, &["mirror", "list"]), &bs);
+    assert_eq!(
+        list_row(&list, "m").map(|r| r[4].clone()).as_deref(),
+        Some("orders,payments")
+    );
+    // The dry run shows what a failover would do and changes nothing.
+    let dry = ok(
+        twinlog(
+            &dst,
+            &["mirror", "remove", "m", "--all-topics", "--dry-run"],
+        ),
+        &bs,
+    );
+    assert!(dry.contains("nothing was changed"), "{dry}");
+    assert!(dry.contains("RECORDS-DROPPED"), "{dry}");
+    assert_eq!(
+        dry.lines()
+            .filter(|l| l.starts_with("orders ") || l.starts_with("payments "))
+            .count(),
+        5,
+        "{dry}"
+    );
+    assert!(
+        dry.contains("total: 5 partitions, 0 records would be dropped"),
+        "{dry}"
+    );
+    let list = ok(twinlog(&dst, &["mirror", "list"]), &bs);
+    assert_eq!(
+        list_row(&list, "m").map(|r| r[4].clone()).as_deref(),
+        Some("orders,payments")
+    );
+
+    let out = ok(
+        twinlog(&dst, &["mirror", "resume", "m", "--topic", "orders"]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "resumed orders");
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "MIRRORING",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+}
+
+/// One uncompressed batch of `count` records.
+fn batch(count: i64) -> Bytes {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: i as i32 - 1,
+            timestamp: 1_700_000_000_000 + i,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("batch encodes");
+    buf.freeze()
+}
+
+/// Produces `count` records to `topic`-0 (acks=all).
+fn produce(bootstrap: &str, topic: &str, count: i64) {
+    let mut conn =
+        BlockingConnection::connect(bootstrap, "mirror-cli-test", Duration::from_secs(10))
+            .expect("connect to produce");
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch(count)))])]);
+    // A new topic may take a moment to accept records.
+    let started = Instant::now();
+    loop {
+        let resp = conn.send(&request, 9).expect("produce");
+        let code = resp.responses[0].partition_responses[0].error_code;
+        if code == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "produce to {topic} keeps failing with {code}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The failover and the mirror's end: remove when caught up, STOPPED, delete, re-create.
+#[test]
+fn mirror_remove_delete_and_recreate() {
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let (src, dst) = (a.bootstrap(), b.bootstrap());
+    let bs = [&a, &b];
+
+    ok(
+        twinlog(&src, &["topic", "create", "orders", "--partitions", "2"]),
+        &bs,
+    );
+    produce(&src, "orders", 10);
+    ok(
+        twinlog(&dst, &["mirror", "create", "m", "--source", &src]),
+        &bs,
+    );
+    ok(
+        twinlog(&dst, &["mirror", "add", "m", "--topic", "orders"]),
+        &bs,
+    );
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "MIRRORING",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+
+    let err = fails_with(
+        twinlog(&dst, &["mirror", "delete", "m"]),
+        "CLUSTER_MIRROR_NOT_EMPTY",
+        &bs,
+    );
+    assert!(err.contains("Mirror m is not empty"), "{err}");
+
+    // Regexes of `remove --topic` match the mirror's topics; one matching none fails.
+    let err = twinlog(&dst, &["mirror", "remove", "m", "--topic", "pay.*"]);
+    assert_eq!(
+        err.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        err.describe()
+    );
+    assert!(
+        err.stderr.contains("no topic of mirror m matches"),
+        "{}",
+        err.describe()
+    );
+
+    let out = ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "remove",
+                "m",
+                "--all-topics",
+                "--when-caught-up",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    assert!(out.contains("all 2 partitions are caught up"), "{out}");
+    assert!(out.lines().any(|l| l == "removed orders"), "{out}");
+
+    let err = fails_with(
+        twinlog(&dst, &["mirror", "pause", "m", "--topic", "orders"]),
+        "MIRROR_TOPIC_BEING_STOPPED",
+        &bs,
+    );
+    assert!(
+        err.contains("error: orders: MIRROR_TOPIC_BEING_STOPPED: "),
+        "{err}"
+    );
+
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "STOPPED",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    // Describe reports the end state too.
+    let json = ok(twinlog(&dst, &["mirror", "describe", "m", "--json"]), &bs);
+    assert!(
+        json.contains("{\"partition\":0,\"state\":\"STOPPED\""),
+        "{json}"
+    );
+
+    let out = ok(twinlog(&dst, &["mirror", "delete", "m"]), &bs);
+    assert_eq!(out.trim(), "deleted mirror m");
+    let list = ok(twinlog(&dst, &["mirror", "list"]), &bs);
+    assert!(list_row(&list, "m").is_none(), "{list}");
+    fails_with(
+        twinlog(&dst, &["mirror", "describe", "m"]),
+        "UNKNOWN_CLUSTER_MIRROR",
+        &bs,
+    );
+    // The name can be used again.
+    ok(
+        twinlog(&dst, &["mirror", "create", "m", "--source", &src]),
+        &bs,
+    );
+    let describe = ok(twinlog(&dst, &["mirror", "describe", "m"]), &bs);
+    assert!(describe.contains("mirror m has no topics"), "{describe}");
+}
