@@ -7,6 +7,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dataplane::wire::mirror::DescribedMirror;
 use mirror_support::*;
 use support::*;
 
@@ -179,4 +180,155 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
         Duration::from_secs(30),
     );
     assert!(dump.stdout.contains("MIRROR_PID_RESET"), "dump-log: {}", dump.summary());
+}
+
+fn start_mirror(dest: &Broker, name: &str, source: &Broker, topics: &[&str]) {
+    let r = create_mirror(&dest.bootstrap(), name, &source.bootstrap(), &[]);
+    assert_eq!(r.error_code, 0, "create mirror {name}: {r:?}");
+    let r = add_topics(&dest.bootstrap(), name, topics);
+    assert_eq!(r.error_code, 0, "add {topics:?} to {name}: {r:?}\n{}", dest.log_tail(40));
+}
+
+fn wait_caught_up(dest: &Broker, mirror: &str, source: &Broker, topic: &str, partitions: usize) {
+    let ends = log_ends(&source.bootstrap(), topic, partitions);
+    let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        wait_for(&dest.bootstrap(), mirror, "catch-up", Duration::from_secs(120), |d| {
+            caught_up(d, &ends)
+        })
+    }));
+    if let Err(e) = waited {
+        eprintln!("destination log:\n{}", dest.log_tail(80));
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn failover(dest: &Broker, mirror: &str, topic: &str) -> DescribedMirror {
+    let r = remove_topics(&dest.bootstrap(), mirror, &[topic]);
+    assert_eq!(r.error_code, 0, "remove {topic} from {mirror}: {r:?}");
+    wait_for(&dest.bootstrap(), mirror, "STOPPED", Duration::from_secs(60), |d| {
+        all_in(d, "STOPPED")
+    })
+}
+
+/// Pause keeps the copy read-only and stops it; resume continues from the local end.
+/// SIGKILL of the destination while MIRRORING and of the source while being mirrored:
+/// mirroring resumes with no gap and no duplicate (the logs end byte-identical).
+#[test]
+fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
+    let py = venv_python();
+    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "pause_resume_and_sigkill") {
+        return;
+    }
+    let mut a = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topic = "events";
+    load(&py, &a, &["--topic", topic, "--partitions", "8", "--count", "20000"]);
+    start_mirror(&b, "m", &a, &[topic]);
+    wait_caught_up(&b, "m", &a, topic, 8);
+
+    let r = pause_resume(&b.bootstrap(), "m", &[topic], true);
+    assert_eq!(r.error_code, 0, "pause: {r:?}");
+    wait_for(&b.bootstrap(), "m", "PAUSED", Duration::from_secs(30), |d| all_in(d, "PAUSED"));
+    let paused_ends = log_ends(&b.bootstrap(), topic, 8);
+    load(&py, &a, &["--topic", topic, "--partitions", "8", "--count", "5000", "--prefix", "p"]);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(log_ends(&b.bootstrap(), topic, 8), paused_ends, "paused: nothing copied");
+    let r = pause_resume(&b.bootstrap(), "m", &[topic], false);
+    assert_eq!(r.error_code, 0, "resume: {r:?}");
+    wait_caught_up(&b, "m", &a, topic, 8);
+
+    // SIGKILL the destination in the middle of copying.
+    let mut writer = spawn_python(
+        &py,
+        "mirror_load.py",
+        &["--bootstrap", &a.bootstrap(), "--topic", topic, "--partitions", "8", "--count", "60000", "--prefix", "k"],
+        a.dir(),
+        "writer",
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    b.restart_kill9();
+    // And the source.
+    std::thread::sleep(Duration::from_millis(700));
+    let _ = wait_child(&mut writer, Duration::from_secs(120));
+    a.restart_kill9();
+    wait_caught_up(&b, "m", &a, topic, 8);
+    assert_byte_identical(&a.bootstrap(), &b.bootstrap(), topic, 8);
+    let seen = consume(&py, &b, topic, 8);
+    assert_eq!(json_field(&seen, "duplicates"), 0);
+}
+
+/// Failback A->B, failover on B, writes on both sides, then B->A: A's PREPARING asks B
+/// for the LME, A's unreplicated tail is discarded (and reported), and A ends up with
+/// exactly B's log, including the MIRROR_PID_RESET B wrote.
+#[test]
+fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
+    let py = venv_python();
+    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "failback") {
+        return;
+    }
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let topic = "ledger";
+    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "8000", "--txn-rounds", "2"]);
+    start_mirror(&b, "a-to-b", &a, &[topic]);
+    wait_caught_up(&b, "a-to-b", &a, topic, 4);
+    failover(&b, "a-to-b", topic);
+    // A keeps an unreplicated tail; B takes new writes.
+    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "400", "--prefix", "tail"]);
+    load(&py, &b, &["--topic", topic, "--partitions", "4", "--count", "3000", "--prefix", "post"]);
+    // Fail back: A mirrors from B.
+    start_mirror(&a, "b-to-a", &b, &[topic]);
+    wait_caught_up(&a, "b-to-a", &b, topic, 4);
+    assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 4);
+    let d = describe(&a.bootstrap(), "b-to-a");
+    let discarded: i64 = partitions(&d).values().map(|p| p.truncated_records.max(0)).sum();
+    assert!(discarded >= 400, "the tail is reported as discarded: {d:#?}");
+    let seen = consume(&py, &a, topic, 4);
+    assert!(!seen.contains("\"tail\""), "A's unreplicated tail is gone: {seen}");
+    // And A can take over again: failover on A, then an idempotent producer there.
+    failover(&a, "b-to-a", topic);
+    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "1000", "--prefix", "again"]);
+    let after = consume(&py, &a, topic, 4);
+    assert_eq!(json_field(&after, "duplicates"), 0);
+    assert!(after.contains("\"again\": 1000"), "{after}");
+}
+
+/// Fan-out (A->B, A->C), fan-in of distinct topics (A->C, B->C) and a chain
+/// (A->B->C) with a failover in the middle of the chain.
+#[test]
+fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
+    let py = venv_python();
+    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "topologies") {
+        return;
+    }
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let c = Broker::start(BROKER_CONFIG);
+    load(&py, &a, &["--topic", "shared", "--partitions", "2", "--count", "3000"]);
+    load(&py, &b, &["--topic", "bonly", "--partitions", "2", "--count", "2000"]);
+    // Chain: A->B for "shared", B->C for "shared"; fan-in: B->C also carries "bonly".
+    start_mirror(&b, "from-a", &a, &["shared"]);
+    wait_caught_up(&b, "from-a", &a, "shared", 2);
+    start_mirror(&c, "from-b", &b, &["shared", "bonly"]);
+    wait_caught_up(&c, "from-b", &b, "shared", 2);
+    wait_caught_up(&c, "from-b", &b, "bonly", 2);
+    assert_byte_identical(&a.bootstrap(), &c.bootstrap(), "shared", 2);
+    assert_byte_identical(&b.bootstrap(), &c.bootstrap(), "bonly", 2);
+    // Fan-out: a second copy of "shared" from A on a fourth cluster.
+    let d = Broker::start(BROKER_CONFIG);
+    start_mirror(&d, "from-a", &a, &["shared"]);
+    wait_caught_up(&d, "from-a", &a, "shared", 2);
+    assert_byte_identical(&a.bootstrap(), &d.bootstrap(), "shared", 2);
+    // Failover in the middle of the chain: B becomes writable, C keeps following B.
+    failover(&b, "from-a", "shared");
+    load(&py, &b, &["--topic", "shared", "--partitions", "2", "--count", "1500", "--prefix", "bnew"]);
+    wait_caught_up(&c, "from-b", &b, "shared", 2);
+    assert_byte_identical(&b.bootstrap(), &c.bootstrap(), "shared", 2);
+    // D fails over independently and writes with its own fresh producer ids.
+    failover(&d, "from-a", "shared");
+    load(&py, &d, &["--topic", "shared", "--partitions", "2", "--count", "700", "--prefix", "dnew"]);
+    let seen = consume(&py, &d, "shared", 2);
+    assert!(seen.contains("\"dnew\": 700"), "{seen}");
+    let seen = consume(&py, &c, "shared", 2);
+    assert!(seen.contains("\"bnew\": 1500"), "{seen}");
 }

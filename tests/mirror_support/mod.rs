@@ -28,7 +28,12 @@ pub fn rpc(bootstrap: &str, request: MirrorRequest) -> MirrorResponse {
     MirrorResponse::decode(key, &mut reply).expect("decode mirror response")
 }
 
-pub fn create_mirror(dest: &str, name: &str, source: &str, extra: &[(&str, &str)]) -> SimpleMirrorResponse {
+pub fn create_mirror(
+    dest: &str,
+    name: &str,
+    source: &str,
+    extra: &[(&str, &str)],
+) -> SimpleMirrorResponse {
     let mut configs = vec![("bootstrap.servers".to_string(), Some(source.to_string()))];
     for (k, v) in extra {
         configs.push((k.to_string(), Some(v.to_string())));
@@ -82,7 +87,12 @@ pub fn remove_topics(dest: &str, mirror: &str, topics: &[&str]) -> MirrorTopicsR
     }
 }
 
-pub fn pause_resume(dest: &str, mirror: &str, topics: &[&str], pause: bool) -> MirrorTopicsResponse {
+pub fn pause_resume(
+    dest: &str,
+    mirror: &str,
+    topics: &[&str],
+    pause: bool,
+) -> MirrorTopicsResponse {
     let req = MirrorTopicsRequest {
         mirror_name: mirror.to_string(),
         topics: topics.iter().map(|t| t.to_string()).collect(),
@@ -129,12 +139,22 @@ pub fn describe(dest: &str, mirror: &str) -> DescribedMirror {
 pub fn partitions(d: &DescribedMirror) -> BTreeMap<(String, i32), DescribedMirrorPartition> {
     d.topics
         .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| ((t.name.clone(), p.partition), p.clone())))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(move |p| ((t.name.clone(), p.partition), p.clone()))
+        })
         .collect()
 }
 
 /// Waits until `check` holds for the mirror's description.
-pub fn wait_for(dest: &str, mirror: &str, what: &str, timeout: Duration, check: impl Fn(&DescribedMirror) -> bool) -> DescribedMirror {
+pub fn wait_for(
+    dest: &str,
+    mirror: &str,
+    what: &str,
+    timeout: Duration,
+    check: impl Fn(&DescribedMirror) -> bool,
+) -> DescribedMirror {
     let start = Instant::now();
     loop {
         let d = describe(dest, mirror);
@@ -167,10 +187,11 @@ pub fn caught_up(d: &DescribedMirror, expected_ends: &BTreeMap<(String, i32), i6
 pub fn topic_id(bootstrap: &str, topic: &str) -> (uuid::Uuid, usize) {
     let mut conn = connect(bootstrap);
     let req = MetadataRequest::default().with_topics(Some(vec![
-        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
-            .with_name(Some(kafka_protocol::messages::TopicName(
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default().with_name(
+            Some(kafka_protocol::messages::TopicName(
                 kafka_protocol::protocol::StrBytes::from_string(topic.to_string()),
-            ))),
+            )),
+        ),
     ]));
     let r = conn.send(&req, 12).expect("metadata");
     let t = r.topics.first().expect("topic");

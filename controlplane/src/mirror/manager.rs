@@ -78,6 +78,8 @@ pub struct MirrorManager {
     config: MirrorManagerConfig,
     partitions: RefCell<HashMap<Key, PartitionRuntime>>,
     known_mirrors: RefCell<BTreeSet<String>>,
+    /// The state each owning shard's read-only gate was last given.
+    shard_states: RefCell<HashMap<TopicPartition, MirrorPartitionState>>,
     in_flight: Rc<glommio::sync::Semaphore>,
     wake: event_listener::Event,
 }
@@ -122,6 +124,7 @@ impl MirrorManager {
             config,
             partitions: RefCell::new(HashMap::new()),
             known_mirrors: RefCell::new(BTreeSet::new()),
+            shard_states: RefCell::new(HashMap::new()),
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
         })
@@ -243,6 +246,7 @@ impl MirrorManager {
             .collect();
         for key in stale {
             self.partitions.borrow_mut().remove(&key);
+            self.shard_states.borrow_mut().remove(&key.1);
             self.on_shard(&image, &key.1, move |ctx, tp| async move {
                 MirrorFetcherManager::remove_partition(&ctx, &tp).await;
                 ctx.mirror_fetchers.forget(&tp);
@@ -278,7 +282,11 @@ impl MirrorManager {
                 let entry = self.coordinator.entry(mirror, topic.id, p.partition);
                 let state = MirrorPartitionState::from_code(entry.state)
                     .unwrap_or(MirrorPartitionState::Unknown);
-                match self.decide(desired, state, &entry, &runtime, &image, mirror) {
+                let action = self.decide(desired, state, &entry, &runtime, &image, mirror, &key.1);
+                if action != Action::None {
+                    tracing::debug!(%mirror, topic = %topic.name, partition = p.partition, ?desired, %state, ?action, "mirror manager decision");
+                }
+                match action {
                     Action::None => {}
                     Action::Prepare => {
                         preparing.entry(mirror.to_string()).or_default().push((
@@ -379,10 +387,14 @@ impl MirrorManager {
         runtime: &PartitionRuntime,
         image: &MetadataImage,
         mirror: &str,
+        tp: &TopicPartition,
     ) -> Action {
         use DesiredMirrorState as D;
         use MirrorPartitionState as S;
+        let marked = |s: S| self.shard_states.borrow().get(tp) == Some(&s);
         match (desired, state) {
+            (D::Stopped, S::Stopped) if marked(S::Stopped) => Action::None,
+            (D::Paused, S::Paused) if marked(S::Paused) => Action::None,
             (D::Stopped, S::Stopped) => Action::MarkStopped,
             (D::Stopped, _) => Action::Stop,
             (D::Paused, S::Paused) => Action::MarkPaused,
@@ -393,7 +405,11 @@ impl MirrorManager {
                 let attempt = entry.retry_attempt;
                 let max = self.config.retry_max_attempts;
                 if attempt < 0 || (max > 0 && i32::from(attempt) >= max) || max == 0 {
-                    return Action::MarkFailed;
+                    return if marked(S::Failed) {
+                        Action::None
+                    } else {
+                        Action::MarkFailed
+                    };
                 }
                 match runtime.retry_at {
                     Some(at) if at > Instant::now() => Action::None,
@@ -658,7 +674,9 @@ impl MirrorManager {
             ctx.mirror_fetchers.set_state(&tp, state);
             Ok(())
         })
-        .await
+        .await?;
+        self.shard_states.borrow_mut().insert(tp.clone(), state);
+        Ok(())
     }
 
     /// PREPARING for a group of partitions of one mirror: persist PREPARING, one LME
@@ -880,6 +898,9 @@ impl MirrorManager {
             Ok(())
         })
         .await?;
+        self.shard_states
+            .borrow_mut()
+            .insert(tp.clone(), MirrorPartitionState::Mirroring);
         let key = (mirror.to_string(), tp.clone());
         let mut parts = self.partitions.borrow_mut();
         let rt = parts.entry(key).or_default();
@@ -1146,8 +1167,8 @@ impl MirrorManager {
                     let entry = self.coordinator.entry(&name, topic.id, tp.partition);
                     let state = MirrorPartitionState::from_code(entry.state)
                         .unwrap_or(MirrorPartitionState::Unknown);
-                    let (local_end, source_hw, last_error) =
-                        progress.get(tp).cloned().unwrap_or((-1, -1, None));
+                    let (local_end, source_hw, last_error, fetcher_cut) =
+                        progress.get(tp).cloned().unwrap_or((-1, -1, None, 0));
                     let source_hw = if matches!(state, MirrorPartitionState::Stopped) {
                         -1
                     } else {
@@ -1165,7 +1186,11 @@ impl MirrorManager {
                         state: state.name().to_string(),
                         retry_attempt: entry.retry_attempt,
                         error_message: entry.error_message.clone().or(last_error),
-                        truncated_records: entry.truncated_records,
+                        truncated_records: if entry.truncated_records < 0 && fetcher_cut == 0 {
+                            -1
+                        } else {
+                            entry.truncated_records.max(0) + fetcher_cut
+                        },
                         last_mirrored_epoch: self.coordinator.lme(&name, topic.id, tp.partition),
                     });
                 }
@@ -1182,7 +1207,7 @@ impl MirrorManager {
         &self,
         image: &MetadataImage,
         tps: &[TopicPartition],
-    ) -> HashMap<TopicPartition, (i64, i64, Option<String>)> {
+    ) -> HashMap<TopicPartition, (i64, i64, Option<String>, i64)> {
         let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
         for tp in tps {
             if let Some(p) = image.partition(tp) {
@@ -1205,8 +1230,9 @@ impl MirrorManager {
                         };
                         let status = ctx.mirror_fetchers.status(&tp);
                         let hw = status.as_ref().map_or(-1, |s| s.source_high_watermark);
+                        let cut = status.as_ref().map_or(0, |s| s.truncated_records);
                         let err = status.and_then(|s| s.last_error);
-                        rows.push((tp, (end, hw, err)));
+                        rows.push((tp, (end, hw, err, cut)));
                     }
                     rows
                 })

@@ -421,7 +421,9 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         let Some((m, desired)) = local.mirror() else {
             continue;
         };
-        if m != r.mirror_name || desired != DesiredMirrorState::Stopped {
+        // Removed from a mirror (this one or another): every partition must have
+        // finished STOPPING first.
+        if desired != DesiredMirrorState::Stopped {
             continue;
         }
         match actual_states(ctx, m, &w.name, local.partitions.len() as i32).await {

@@ -59,6 +59,7 @@ impl PartitionFetchState {
                 source_log_start_offset: -1,
                 source_leader_epoch: -1,
                 last_error: None,
+                truncated_records: 0,
             },
             retry_at: None,
             errors: 0,
@@ -105,9 +106,9 @@ impl MirrorFetcher {
 
     pub fn add(&self, tp: TopicPartition) {
         let mut inner = self.inner.borrow_mut();
-        if !inner.partitions.contains_key(&tp) {
-            tracing::info!(mirror = %self.config.mirror, %tp, "mirror fetcher: partition added");
-            inner.partitions.insert(tp, PartitionFetchState::new());
+        if let std::collections::btree_map::Entry::Vacant(slot) = inner.partitions.entry(tp) {
+            tracing::info!(mirror = %self.config.mirror, tp = %slot.key(), "mirror fetcher: partition added");
+            slot.insert(PartitionFetchState::new());
         }
         drop(inner);
         self.wake.notify(usize::MAX);
@@ -501,6 +502,7 @@ impl MirrorFetcher {
             }
             let new_end = log.log_end_offset();
             log.update_high_watermark(new_end);
+            self.with_state(tp, |s| s.status.truncated_records += end.0 - new_end.0);
             tracing::info!(mirror = %self.config.mirror, %tp, from = end.0, to = new_end.0, source_epoch, "mirror log truncated where the source diverges");
         }
         Ok(())
@@ -806,6 +808,8 @@ impl MirrorFetcher {
             log.truncate_to(Offset(latest))
                 .await
                 .map_err(|e| e.to_string())?;
+            let new_end = log.log_end_offset().0;
+            self.with_state(tp, |s| s.status.truncated_records += end - new_end);
             tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = latest, "local log was ahead of the source; truncated");
         } else if end < earliest {
             log.truncate_fully_and_start_at(Offset(earliest))

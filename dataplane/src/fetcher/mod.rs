@@ -89,6 +89,9 @@ pub struct MirrorPartitionStatus {
     pub source_leader_epoch: i32,
     /// The last error the fetcher hit (cleared by a successful fetch).
     pub last_error: Option<String>,
+    /// Offsets the fetcher discarded where the source's history diverged from the
+    /// local log (failback: the old primary's unreplicated tail).
+    pub truncated_records: i64,
 }
 
 /// Per-shard owner of mirror fetchers and of the read-only gate's view.
