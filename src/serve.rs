@@ -230,7 +230,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             Arc::clone(&metadata),
             Arc::clone(&controller),
             controlplane::mirror::manager::MirrorManagerConfig {
-                retry_initial_backoff_ms: config.mirror_failed_retry_initial_backoff_ms.max(1) as u64,
+                retry_initial_backoff_ms: config.mirror_failed_retry_initial_backoff_ms.max(1)
+                    as u64,
                 retry_max_backoff_ms: config.mirror_failed_retry_max_backoff_ms.max(1) as u64,
                 retry_max_attempts: config.mirror_failed_retry_max_attempts,
             },

@@ -46,7 +46,14 @@ fn consume(py: &std::path::Path, broker: &Broker, topic: &str, partitions: usize
     let out = run_python(
         py,
         "mirror_consume.py",
-        &["--bootstrap", &broker.bootstrap(), "--topic", topic, "--partitions", &p],
+        &[
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            &p,
+        ],
         Duration::from_secs(120),
     );
     assert_success(&out, broker);
@@ -99,7 +106,14 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
     let topic = "orders";
     let created = run_command(
         std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
-            .args(["topic", "create", topic, "--partitions", "8", "--bootstrap-server"])
+            .args([
+                "topic",
+                "create",
+                topic,
+                "--partitions",
+                "8",
+                "--bootstrap-server",
+            ])
             .arg(a.bootstrap()),
         None,
         Duration::from_secs(30),
@@ -112,7 +126,14 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
         &py,
         &a,
         &[
-            "--topic", topic, "--partitions", "8", "--count", "200000", "--txn-rounds", "6",
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "200000",
+            "--txn-rounds",
+            "6",
         ],
     );
     assert_eq!(json_field(&out, "acked"), 200_000);
@@ -122,20 +143,40 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
     assert_eq!(r.error_code, 0, "create mirror: {r:?}");
     let r = add_topics(&b.bootstrap(), "dr", &[topic]);
     assert_eq!(r.error_code, 0, "add topics: {r:?}\n{}", b.log_tail(40));
-    wait_for(&b.bootstrap(), "dr", "catch-up", Duration::from_secs(120), |d| caught_up(d, &ends));
-    assert_eq!(topic_id(&a.bootstrap(), topic), topic_id(&b.bootstrap(), topic));
+    wait_for(
+        &b.bootstrap(),
+        "dr",
+        "catch-up",
+        Duration::from_secs(120),
+        |d| caught_up(d, &ends),
+    );
+    assert_eq!(
+        topic_id(&a.bootstrap(), topic),
+        topic_id(&b.bootstrap(), topic)
+    );
     assert_byte_identical(&a.bootstrap(), &b.bootstrap(), topic, 8);
 
     // Read-only while mirroring.
     let rejected = run_python(
         &py,
         "mirror_load.py",
-        &["--bootstrap", &b.bootstrap(), "--topic", topic, "--partitions", "8", "--count", "10"],
+        &[
+            "--bootstrap",
+            &b.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "10",
+        ],
         Duration::from_secs(120),
     );
     assert!(!rejected.success(), "produce to a mirror topic must fail");
     assert!(
-        rejected.stderr.contains("READ_ONLY") || rejected.stderr.contains("134") || rejected.stderr.contains("read-only"),
+        rejected.stderr.contains("READ_ONLY")
+            || rejected.stderr.contains("134")
+            || rejected.stderr.contains("read-only"),
         "expected READ_ONLY_TOPIC: {}",
         rejected.describe()
     );
@@ -145,14 +186,31 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
     let mut background = spawn_python(
         &py,
         "mirror_load.py",
-        &["--bootstrap", &a.bootstrap(), "--topic", topic, "--partitions", "8", "--count", "50000", "--prefix", "late"],
+        &[
+            "--bootstrap",
+            &a.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "50000",
+            "--prefix",
+            "late",
+        ],
         a.dir(),
         "late-producer",
     );
     std::thread::sleep(Duration::from_millis(500));
     let r = remove_topics(&b.bootstrap(), "dr", &[topic]);
     assert_eq!(r.error_code, 0, "remove: {r:?}");
-    let d = wait_for(&b.bootstrap(), "dr", "STOPPED", Duration::from_secs(60), |d| all_in(d, "STOPPED"));
+    let d = wait_for(
+        &b.bootstrap(),
+        "dr",
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    );
     for p in partitions(&d).values() {
         assert!(p.last_mirrored_epoch >= 0, "LME persisted: {p:?}");
     }
@@ -160,7 +218,20 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
 
     // Writable at once; producer ids from 0 collide with the mirrored producer's.
     let before = consume(&py, &b, topic, 8);
-    let out = load(&py, &b, &["--topic", topic, "--partitions", "8", "--count", "5000", "--prefix", "post"]);
+    let out = load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "5000",
+            "--prefix",
+            "post",
+        ],
+    );
     assert_eq!(json_field(&out, "acked"), 5000);
     let after = consume(&py, &b, topic, 8);
     assert_eq!(
@@ -179,22 +250,35 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
         None,
         Duration::from_secs(30),
     );
-    assert!(dump.stdout.contains("MIRROR_PID_RESET"), "dump-log: {}", dump.summary());
+    assert!(
+        dump.stdout.contains("MIRROR_PID_RESET"),
+        "dump-log: {}",
+        dump.summary()
+    );
 }
 
 fn start_mirror(dest: &Broker, name: &str, source: &Broker, topics: &[&str]) {
     let r = create_mirror(&dest.bootstrap(), name, &source.bootstrap(), &[]);
     assert_eq!(r.error_code, 0, "create mirror {name}: {r:?}");
     let r = add_topics(&dest.bootstrap(), name, topics);
-    assert_eq!(r.error_code, 0, "add {topics:?} to {name}: {r:?}\n{}", dest.log_tail(40));
+    assert_eq!(
+        r.error_code,
+        0,
+        "add {topics:?} to {name}: {r:?}\n{}",
+        dest.log_tail(40)
+    );
 }
 
 fn wait_caught_up(dest: &Broker, mirror: &str, source: &Broker, topic: &str, partitions: usize) {
     let ends = log_ends(&source.bootstrap(), topic, partitions);
     let waited = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        wait_for(&dest.bootstrap(), mirror, "catch-up", Duration::from_secs(120), |d| {
-            caught_up(d, &ends)
-        })
+        wait_for(
+            &dest.bootstrap(),
+            mirror,
+            "catch-up",
+            Duration::from_secs(120),
+            |d| caught_up(d, &ends),
+        )
     }));
     if let Err(e) = waited {
         eprintln!("destination log:\n{}", dest.log_tail(80));
@@ -205,9 +289,13 @@ fn wait_caught_up(dest: &Broker, mirror: &str, source: &Broker, topic: &str, par
 fn failover(dest: &Broker, mirror: &str, topic: &str) -> DescribedMirror {
     let r = remove_topics(&dest.bootstrap(), mirror, &[topic]);
     assert_eq!(r.error_code, 0, "remove {topic} from {mirror}: {r:?}");
-    wait_for(&dest.bootstrap(), mirror, "STOPPED", Duration::from_secs(60), |d| {
-        all_in(d, "STOPPED")
-    })
+    wait_for(
+        &dest.bootstrap(),
+        mirror,
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    )
 }
 
 /// Pause keeps the copy read-only and stops it; resume continues from the local end.
@@ -216,23 +304,53 @@ fn failover(dest: &Broker, mirror: &str, topic: &str) -> DescribedMirror {
 #[test]
 fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
     let py = venv_python();
-    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "pause_resume_and_sigkill") {
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "pause_resume_and_sigkill",
+    ) {
         return;
     }
     let mut a = Broker::start(BROKER_CONFIG);
     let mut b = Broker::start(BROKER_CONFIG);
     let topic = "events";
-    load(&py, &a, &["--topic", topic, "--partitions", "8", "--count", "20000"]);
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "8", "--count", "20000"],
+    );
     start_mirror(&b, "m", &a, &[topic]);
     wait_caught_up(&b, "m", &a, topic, 8);
 
     let r = pause_resume(&b.bootstrap(), "m", &[topic], true);
     assert_eq!(r.error_code, 0, "pause: {r:?}");
-    wait_for(&b.bootstrap(), "m", "PAUSED", Duration::from_secs(30), |d| all_in(d, "PAUSED"));
+    wait_for(
+        &b.bootstrap(),
+        "m",
+        "PAUSED",
+        Duration::from_secs(30),
+        |d| all_in(d, "PAUSED"),
+    );
     let paused_ends = log_ends(&b.bootstrap(), topic, 8);
-    load(&py, &a, &["--topic", topic, "--partitions", "8", "--count", "5000", "--prefix", "p"]);
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "5000",
+            "--prefix",
+            "p",
+        ],
+    );
     std::thread::sleep(Duration::from_secs(1));
-    assert_eq!(log_ends(&b.bootstrap(), topic, 8), paused_ends, "paused: nothing copied");
+    assert_eq!(
+        log_ends(&b.bootstrap(), topic, 8),
+        paused_ends,
+        "paused: nothing copied"
+    );
     let r = pause_resume(&b.bootstrap(), "m", &[topic], false);
     assert_eq!(r.error_code, 0, "resume: {r:?}");
     wait_caught_up(&b, "m", &a, topic, 8);
@@ -241,7 +359,18 @@ fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
     let mut writer = spawn_python(
         &py,
         "mirror_load.py",
-        &["--bootstrap", &a.bootstrap(), "--topic", topic, "--partitions", "8", "--count", "60000", "--prefix", "k"],
+        &[
+            "--bootstrap",
+            &a.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "60000",
+            "--prefix",
+            "k",
+        ],
         a.dir(),
         "writer",
     );
@@ -263,31 +392,95 @@ fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
 #[test]
 fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
     let py = venv_python();
-    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "failback") {
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "failback",
+    ) {
         return;
     }
     let a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let topic = "ledger";
-    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "8000", "--txn-rounds", "2"]);
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "8000",
+            "--txn-rounds",
+            "2",
+        ],
+    );
     start_mirror(&b, "a-to-b", &a, &[topic]);
     wait_caught_up(&b, "a-to-b", &a, topic, 4);
     failover(&b, "a-to-b", topic);
     // A keeps an unreplicated tail; B takes new writes.
-    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "400", "--prefix", "tail"]);
-    load(&py, &b, &["--topic", topic, "--partitions", "4", "--count", "3000", "--prefix", "post"]);
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "400",
+            "--prefix",
+            "tail",
+        ],
+    );
+    load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "3000",
+            "--prefix",
+            "post",
+        ],
+    );
     // Fail back: A mirrors from B.
     start_mirror(&a, "b-to-a", &b, &[topic]);
     wait_caught_up(&a, "b-to-a", &b, topic, 4);
     assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 4);
     let d = describe(&a.bootstrap(), "b-to-a");
-    let discarded: i64 = partitions(&d).values().map(|p| p.truncated_records.max(0)).sum();
-    assert!(discarded >= 400, "the tail is reported as discarded: {d:#?}");
+    let discarded: i64 = partitions(&d)
+        .values()
+        .map(|p| p.truncated_records.max(0))
+        .sum();
+    assert!(
+        discarded >= 400,
+        "the tail is reported as discarded: {d:#?}"
+    );
     let seen = consume(&py, &a, topic, 4);
-    assert!(!seen.contains("\"tail\""), "A's unreplicated tail is gone: {seen}");
+    assert!(
+        !seen.contains("\"tail\""),
+        "A's unreplicated tail is gone: {seen}"
+    );
     // And A can take over again: failover on A, then an idempotent producer there.
     failover(&a, "b-to-a", topic);
-    load(&py, &a, &["--topic", topic, "--partitions", "4", "--count", "1000", "--prefix", "again"]);
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "1000",
+            "--prefix",
+            "again",
+        ],
+    );
     let after = consume(&py, &a, topic, 4);
     assert_eq!(json_field(&after, "duplicates"), 0);
     assert!(after.contains("\"again\": 1000"), "{after}");
@@ -298,14 +491,25 @@ fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
 #[test]
 fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
     let py = venv_python();
-    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), "topologies") {
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "topologies",
+    ) {
         return;
     }
     let a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let c = Broker::start(BROKER_CONFIG);
-    load(&py, &a, &["--topic", "shared", "--partitions", "2", "--count", "3000"]);
-    load(&py, &b, &["--topic", "bonly", "--partitions", "2", "--count", "2000"]);
+    load(
+        &py,
+        &a,
+        &["--topic", "shared", "--partitions", "2", "--count", "3000"],
+    );
+    load(
+        &py,
+        &b,
+        &["--topic", "bonly", "--partitions", "2", "--count", "2000"],
+    );
     // Chain: A->B for "shared", B->C for "shared"; fan-in: B->C also carries "bonly".
     start_mirror(&b, "from-a", &a, &["shared"]);
     wait_caught_up(&b, "from-a", &a, "shared", 2);
@@ -321,12 +525,38 @@ fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
     assert_byte_identical(&a.bootstrap(), &d.bootstrap(), "shared", 2);
     // Failover in the middle of the chain: B becomes writable, C keeps following B.
     failover(&b, "from-a", "shared");
-    load(&py, &b, &["--topic", "shared", "--partitions", "2", "--count", "1500", "--prefix", "bnew"]);
+    load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            "shared",
+            "--partitions",
+            "2",
+            "--count",
+            "1500",
+            "--prefix",
+            "bnew",
+        ],
+    );
     wait_caught_up(&c, "from-b", &b, "shared", 2);
     assert_byte_identical(&b.bootstrap(), &c.bootstrap(), "shared", 2);
     // D fails over independently and writes with its own fresh producer ids.
     failover(&d, "from-a", "shared");
-    load(&py, &d, &["--topic", "shared", "--partitions", "2", "--count", "700", "--prefix", "dnew"]);
+    load(
+        &py,
+        &d,
+        &[
+            "--topic",
+            "shared",
+            "--partitions",
+            "2",
+            "--count",
+            "700",
+            "--prefix",
+            "dnew",
+        ],
+    );
     let seen = consume(&py, &d, "shared", 2);
     assert!(seen.contains("\"dnew\": 700"), "{seen}");
     let seen = consume(&py, &c, "shared", 2);

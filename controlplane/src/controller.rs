@@ -305,9 +305,7 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",
         AdminRequest::AlterTopicConfigs { .. } => "topic configs changed",
-        AdminRequest::AllocateProducerIds { .. } | AdminRequest::BumpLeaderEpochs { .. } => {
-            return
-        }
+        AdminRequest::AllocateProducerIds { .. } | AdminRequest::BumpLeaderEpochs { .. } => return,
         AdminRequest::AlterMirrorConfigs {
             validate_only: true,
             ..

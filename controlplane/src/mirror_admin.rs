@@ -107,7 +107,12 @@ pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
             ))
         };
     }
-    for pattern_key in ["topics.include", "topics.exclude", "groups.include", "groups.exclude"] {
+    for pattern_key in [
+        "topics.include",
+        "topics.exclude",
+        "groups.include",
+        "groups.exclude",
+    ] {
         if key == pattern_key {
             for p in value.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 if let Err(e) = regex::Regex::new(&format!("^(?:{p})$")) {
@@ -117,8 +122,7 @@ pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
             return Ok(());
         }
     }
-    if MIRROR_STRING_CONFIGS.contains(&key) || key.starts_with("ssl.") || key.starts_with("sasl.")
-    {
+    if MIRROR_STRING_CONFIGS.contains(&key) || key.starts_with("ssl.") || key.starts_with("sasl.") {
         return Ok(());
     }
     Err(format!("Unknown mirror config {key}"))
@@ -213,10 +217,8 @@ impl ControllerState {
             );
         }
         let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
-        plan.records = Self::mirror_config_records(
-            name,
-            stored.into_iter().map(|(k, v)| (k, Some(v))),
-        );
+        plan.records =
+            Self::mirror_config_records(name, stored.into_iter().map(|(k, v)| (k, Some(v))));
         if !self.topics.contains_key(MIRROR_STATE_TOPIC) {
             let id = self.new_topic_id(new_topic_id);
             let configs = BTreeMap::from([
@@ -326,7 +328,14 @@ impl ControllerState {
                     MIRROR_NAME_CONFIG.to_string(),
                     mirror_name_value(mirror, DesiredMirrorState::Mirroring),
                 )]);
-                self.push_new_topic(&mut plan, index, name, t.topic_id, t.num_partitions, configs);
+                self.push_new_topic(
+                    &mut plan,
+                    index,
+                    name,
+                    t.topic_id,
+                    t.num_partitions,
+                    configs,
+                );
                 AdminResult::ok(name)
             };
             results.push(result);
@@ -454,7 +463,9 @@ impl ControllerState {
         validate_only: bool,
     ) -> Plan {
         let fail = |code: i16, msg: String| {
-            Plan::answer(AdminResponse::Results(vec![AdminResult::err(name, code, msg)]))
+            Plan::answer(AdminResponse::Results(vec![AdminResult::err(
+                name, code, msg,
+            )]))
         };
         let Some(current) = self.mirror_configs(name) else {
             return fail(

@@ -64,7 +64,9 @@ pub enum AdminRequest {
     },
     /// DeleteMirror: the broker has checked that every partition of the mirror is
     /// STOPPED.
-    DeleteMirror { name: String },
+    DeleteMirror {
+        name: String,
+    },
     /// Raise each partition's leader epoch above the given epoch (mirror partitions keep
     /// their epoch above every mirrored batch epoch; STOPPING draws the line).
     BumpLeaderEpochs {

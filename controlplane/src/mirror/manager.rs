@@ -379,6 +379,7 @@ impl MirrorManager {
         self.known_mirrors.borrow_mut().extend(now);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn decide(
         &self,
         desired: DesiredMirrorState,
@@ -446,8 +447,6 @@ impl MirrorManager {
         entry: MirrorStateEntry,
     ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        let current =
-            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
         let (target, result) = match action {
             Action::None | Action::Prepare => return,
             Action::MarkStopped => (
@@ -480,18 +479,19 @@ impl MirrorManager {
         };
         if let Err(e) = result {
             let entry = self.coordinator.entry(mirror, topic.id, partition);
-            let from = if current == MirrorPartitionState::Failed {
-                target
-            } else {
-                target
-            };
-            self.fail(image, topic, mirror, partition, &entry, from, e)
+            self.fail(image, topic, mirror, partition, &entry, target, e)
                 .await;
         }
-        self.poke();
+        if !matches!(
+            action,
+            Action::MarkStopped | Action::MarkPaused | Action::MarkFailed
+        ) {
+            self.poke();
+        }
     }
 
     /// Persists `state` for a partition (fenced by the stored state epoch).
+    #[allow(clippy::too_many_arguments)]
     async fn write_state(
         &self,
         image: &MetadataImage,
@@ -769,8 +769,6 @@ impl MirrorManager {
                         fetcher::prepare_partition(&ctx, &tp, lme).await
                     })
                     .await?;
-                let entry = self.coordinator.entry(mirror, topic.id, p);
-                let retry = entry.retry_attempt.max(0);
                 self.write_state(
                     image,
                     &topic,
@@ -778,7 +776,7 @@ impl MirrorManager {
                     p,
                     MirrorPartitionState::Mirroring,
                     MirrorPartitionState::Preparing,
-                    if retry > 0 { 0 } else { 0 },
+                    0,
                     None,
                     truncated,
                 )

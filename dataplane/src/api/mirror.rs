@@ -67,11 +67,7 @@ async fn forward_to_mirror_manager(ctx: &Rc<ShardCtx>, request: MirrorRequest) -
 
 /// Sends an admin request to the controller and turns its answer into per-item
 /// results (a whole-request failure becomes the same error for every item).
-async fn submit(
-    ctx: &Rc<ShardCtx>,
-    request: AdminRequest,
-    names: &[String],
-) -> Vec<AdminResult> {
+async fn submit(ctx: &Rc<ShardCtx>, request: AdminRequest, names: &[String]) -> Vec<AdminResult> {
     match ctx.controller.submit(request).await {
         Ok(AdminResponse::Results(r)) => r,
         Ok(AdminResponse::Failed {
@@ -157,7 +153,10 @@ async fn create_mirror(ctx: &Rc<ShardCtx>, r: CreateMirrorRequest) -> SimpleMirr
     }
     // Fill in (or check) the source cluster id by asking the source.
     let given = configs.get("source.cluster.id").cloned();
-    let found = match SourceCluster::new(&bootstrap, source_connection_config(&configs, &r.mirror_name)) {
+    let found = match SourceCluster::new(
+        &bootstrap,
+        source_connection_config(&configs, &r.mirror_name),
+    ) {
         Err(e) => {
             return simple(
                 ResponseError::InvalidConfig.code(),
@@ -253,7 +252,9 @@ async fn actual_states(
             .topics
             .into_iter()
             .flat_map(|t| t.partitions)
-            .map(|p| MirrorPartitionState::from_code(p.state).unwrap_or(MirrorPartitionState::Unknown))
+            .map(|p| {
+                MirrorPartitionState::from_code(p.state).unwrap_or(MirrorPartitionState::Unknown)
+            })
             .collect()),
         MirrorResponse::ReadMirrorStates(r) => Err(format!(
             "cannot read mirror states (error {})",
@@ -303,7 +304,9 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         .collect();
     // Topic ids and partition counts come from the source.
     let needs_source = !patterns.is_empty()
-        || wanted.iter().any(|t| t.topic_id.is_nil() || t.num_partitions < 1);
+        || wanted
+            .iter()
+            .any(|t| t.topic_id.is_nil() || t.num_partitions < 1);
     let mut per_topic_errors: BTreeMap<String, AdminResult> = BTreeMap::new();
     if needs_source {
         let mut source = match SourceCluster::new(
@@ -316,7 +319,11 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
                     wanted
                         .iter()
                         .map(|t| {
-                            AdminResult::err(t.name.clone(), ResponseError::InvalidConfig.code(), e.to_string())
+                            AdminResult::err(
+                                t.name.clone(),
+                                ResponseError::InvalidConfig.code(),
+                                e.to_string(),
+                            )
                         })
                         .collect(),
                 )
@@ -338,7 +345,10 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
                             AdminResult::err(
                                 t.name.clone(),
                                 ResponseError::NetworkException.code(),
-                                format!("Cannot reach the source cluster at {}: {e}", mirror.bootstrap_servers()),
+                                format!(
+                                    "Cannot reach the source cluster at {}: {e}",
+                                    mirror.bootstrap_servers()
+                                ),
                             )
                         })
                         .collect(),
@@ -392,7 +402,8 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
                         AdminResult::err(
                             w.name.clone(),
                             ResponseError::UnsupportedVersion.code(),
-                            "The source cluster does not report topic ids (Metadata v10+ needed)".to_string(),
+                            "The source cluster does not report topic ids (Metadata v10+ needed)"
+                                .to_string(),
                         ),
                     );
                 }
@@ -429,14 +440,20 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         match actual_states(ctx, m, &w.name, local.partitions.len() as i32).await {
             Ok(states) => {
                 if let Some(s) = states.iter().find(|s| {
-                    !matches!(s, MirrorPartitionState::Stopped | MirrorPartitionState::Unknown)
+                    !matches!(
+                        s,
+                        MirrorPartitionState::Stopped | MirrorPartitionState::Unknown
+                    )
                 }) {
                     per_topic_errors.insert(
                         w.name.clone(),
                         AdminResult::err(
                             w.name.clone(),
                             errors::MIRROR_TOPIC_NOT_STOPPED,
-                            format!("Topic {} is still {s} in mirror {m}; wait until it is STOPPED", w.name),
+                            format!(
+                                "Topic {} is still {s} in mirror {m}; wait until it is STOPPED",
+                                w.name
+                            ),
                         ),
                     );
                 }
@@ -444,7 +461,11 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
             Err(e) => {
                 per_topic_errors.insert(
                     w.name.clone(),
-                    AdminResult::err(w.name.clone(), ResponseError::CoordinatorNotAvailable.code(), e),
+                    AdminResult::err(
+                        w.name.clone(),
+                        ResponseError::CoordinatorNotAvailable.code(),
+                        e,
+                    ),
                 );
             }
         }
@@ -522,7 +543,10 @@ async fn delete_mirror(ctx: &Rc<ShardCtx>, r: DeleteMirrorRequest) -> SimpleMirr
         match actual_states(ctx, m, &topic.name, topic.partitions.len() as i32).await {
             Ok(states) => {
                 if let Some((p, s)) = states.iter().enumerate().find(|(_, s)| {
-                    !matches!(s, MirrorPartitionState::Stopped | MirrorPartitionState::Unknown)
+                    !matches!(
+                        s,
+                        MirrorPartitionState::Stopped | MirrorPartitionState::Unknown
+                    )
                 }) {
                     return simple(
                         errors::CLUSTER_MIRROR_NOT_EMPTY,
@@ -575,7 +599,11 @@ fn list_mirrors(ctx: &Rc<ShardCtx>, r: &ListMirrorsRequest) -> ListMirrorsRespon
             source_bootstrap: mirror.bootstrap_servers().to_string(),
             source_cluster_id: mirror.source_cluster_id().to_string(),
             topic_count: count,
-            topic_names: if r.include_topic_names { names } else { Vec::new() },
+            topic_names: if r.include_topic_names {
+                names
+            } else {
+                Vec::new()
+            },
         });
     }
     response

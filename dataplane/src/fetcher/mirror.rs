@@ -148,7 +148,11 @@ impl MirrorFetcher {
         self.inner.borrow().partitions.contains_key(tp)
     }
 
-    fn with_state<R>(&self, tp: &TopicPartition, f: impl FnOnce(&mut PartitionFetchState) -> R) -> Option<R> {
+    fn with_state<R>(
+        &self,
+        tp: &TopicPartition,
+        f: impl FnOnce(&mut PartitionFetchState) -> R,
+    ) -> Option<R> {
         self.inner.borrow_mut().partitions.get_mut(tp).map(f)
     }
 
@@ -222,18 +226,16 @@ impl MirrorFetcher {
                 .collect();
             if ready.is_empty() {
                 let listener = self.wake.listen();
-                let _ = futures::future::select(
-                    listener,
-                    Box::pin(glommio::timer::sleep(IDLE_WAIT)),
-                )
-                .await;
+                let _ =
+                    futures::future::select(listener, Box::pin(glommio::timer::sleep(IDLE_WAIT)))
+                        .await;
                 continue;
             }
             // Source metadata: refreshed when missing, after errors, or when a partition's
             // topic is not in it.
-            let need_refresh = metadata.as_ref().is_none_or(|m| {
-                ready.iter().any(|(tp, _)| leader_of(m, tp).is_none())
-            });
+            let need_refresh = metadata
+                .as_ref()
+                .is_none_or(|m| ready.iter().any(|(tp, _)| leader_of(m, tp).is_none()));
             if need_refresh {
                 let topics: Vec<String> = ready
                     .iter()
@@ -311,7 +313,10 @@ impl MirrorFetcher {
                     .map(|(tp, _)| tp.clone())
                     .collect();
                 if !truncating.is_empty() {
-                    if let Err(e) = self.resolve_divergence(&ctx, conn, &meta, &truncating).await {
+                    if let Err(e) = self
+                        .resolve_divergence(&ctx, conn, &meta, &truncating)
+                        .await
+                    {
                         for tp in &truncating {
                             self.backoff(tp, format!("OffsetsForLeaderEpoch on the source: {e}"));
                         }
@@ -612,10 +617,7 @@ impl MirrorFetcher {
                 match p.error_code {
                     0 => {
                         let records = p.records.unwrap_or_default();
-                        match self
-                            .append(ctx, &tp, records, p.log_start_offset)
-                            .await
-                        {
+                        match self.append(ctx, &tp, records, p.log_start_offset).await {
                             Ok(()) => {
                                 self.with_state(&tp, |s| {
                                     s.errors = 0;
@@ -715,7 +717,10 @@ impl MirrorFetcher {
                 retryable: true,
             });
         }
-        let start = batches[..first].iter().map(|b| b.size_in_bytes()).sum::<usize>();
+        let start = batches[..first]
+            .iter()
+            .map(|b| b.size_in_bytes())
+            .sum::<usize>();
         let slice = records.slice(start..complete_len);
         log.append_passthrough(slice, now_ms())
             .await

@@ -67,8 +67,8 @@ impl MirrorFetchConfig {
                 .unwrap_or_else(|| format!("twinlog-mirror-{}", mirror.name)),
             fetch_wait_max_ms: int("fetch.wait.max.ms", 500).clamp(0, 60_000) as i32,
             fetch_min_bytes: int("fetch.min.bytes", 1).clamp(0, i64::from(i32::MAX)) as i32,
-            fetch_response_max_bytes: int("fetch.response.max.bytes", 10 << 20)
-                .clamp(1, 256 << 20) as i32,
+            fetch_response_max_bytes: int("fetch.response.max.bytes", 10 << 20).clamp(1, 256 << 20)
+                as i32,
             fetch_max_bytes: int("fetch.max.bytes", 1 << 20).clamp(1, 64 << 20) as i32,
             fetch_backoff_ms: int("fetch.backoff.ms", 1000).clamp(0, 300_000) as u64,
             request_timeout_ms: int("request.timeout.ms", 30_000).clamp(100, 600_000) as u64,
@@ -143,10 +143,7 @@ impl MirrorFetcherManager {
 
     /// Fetch progress of a partition, if a fetcher has it.
     pub fn status(&self, tp: &TopicPartition) -> Option<MirrorPartitionStatus> {
-        self.fetchers
-            .borrow()
-            .values()
-            .find_map(|f| f.status(tp))
+        self.fetchers.borrow().values().find_map(|f| f.status(tp))
     }
 
     /// Starts fetching `tp` from the mirror's source (idempotent). A changed config
@@ -178,13 +175,21 @@ impl MirrorFetcherManager {
     /// Stops fetching `tp`. When this returns no append of the fetcher to `tp` is in
     /// flight and none will start.
     pub async fn remove_partition(ctx: &Rc<ShardCtx>, tp: &TopicPartition) {
-        let fetchers: Vec<Rc<mirror::MirrorFetcher>> =
-            ctx.mirror_fetchers.fetchers.borrow().values().cloned().collect();
+        let fetchers: Vec<Rc<mirror::MirrorFetcher>> = ctx
+            .mirror_fetchers
+            .fetchers
+            .borrow()
+            .values()
+            .cloned()
+            .collect();
         for f in fetchers {
             if f.remove(tp) && f.is_empty() {
                 f.shutdown();
                 let mut all = ctx.mirror_fetchers.fetchers.borrow_mut();
-                if all.get(f.config().mirror.as_str()).is_some_and(|g| Rc::ptr_eq(g, &f)) {
+                if all
+                    .get(f.config().mirror.as_str())
+                    .is_some_and(|g| Rc::ptr_eq(g, &f))
+                {
                     all.remove(f.config().mirror.as_str());
                 }
             }
@@ -215,7 +220,11 @@ pub type StepResult<T> = Result<T, String>;
 
 /// PREPARING: truncates `tp` for the last mirrored epoch the source reported
 /// (`DECISIONS.md`, "LME and PREPARING"). Returns the number of offsets discarded.
-pub async fn prepare_partition(ctx: &Rc<ShardCtx>, tp: &TopicPartition, lme: i32) -> StepResult<i64> {
+pub async fn prepare_partition(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+    lme: i32,
+) -> StepResult<i64> {
     let partition = ctx
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
