@@ -562,3 +562,59 @@ fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
     let seen = consume(&py, &c, "shared", 2);
     assert!(seen.contains("\"bnew\": 1500"), "{seen}");
 }
+
+/// A source not written by us: librdkafka's mock cluster (3 brokers, in-process in the
+/// confluent-kafka wheel; no DescribeMirrors, so LME -1). What a consumer reads from
+/// the mirror equals what was produced to the mock cluster.
+#[test]
+fn mirror_from_the_librdkafka_mock_cluster() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "mock cluster source",
+    ) {
+        return;
+    }
+    let mut mock = Command::new(&py)
+        .arg("-u")
+        .arg(client_script("mock_source.py"))
+        .args(["--topic", "mocked", "--count", "4000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mock cluster");
+    let mut line = String::new();
+    BufReader::new(mock.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("mock cluster line");
+    let at = line.find("\"bootstrap\": \"").expect("bootstrap in line") + 14;
+    let bootstrap: String = line[at..].chars().take_while(|c| *c != '"').collect();
+    assert_eq!(json_field(&line, "acked"), 4000, "{line}");
+    let source_partitions = json_field(&line, "partitions") as usize;
+    let b = Broker::start(BROKER_CONFIG);
+    let r = create_mirror(&b.bootstrap(), "mock", &bootstrap, &[]);
+    assert_eq!(r.error_code, 0, "create: {r:?}");
+    let r = add_topics(&b.bootstrap(), "mock", &["mocked"]);
+    assert_eq!(r.error_code, 0, "add: {r:?}");
+    wait_for(
+        &b.bootstrap(),
+        "mock",
+        "catch-up from the mock cluster",
+        Duration::from_secs(60),
+        |d| {
+            let p = partitions(d);
+            p.len() == source_partitions
+                && p.values()
+                    .all(|p| p.state == "MIRRORING" && p.source_offset >= 0 && p.lag == 0)
+                && p.values().map(|p| p.destination_offset).sum::<i64>() == 4000
+        },
+    );
+    let seen = consume(&py, &b, "mocked", source_partitions);
+    assert_eq!(json_field(&seen, "count"), 4000, "{seen}");
+    assert_eq!(json_field(&seen, "duplicates"), 0);
+    drop(mock.stdin.take());
+    let _ = mock.wait();
+}
