@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Mirror benchmark: catch-up throughput of native mirroring (1 KiB records, 8 partitions,
+# source and destination on this machine) and the time from RemoveTopicsFromMirror to
+# writable for 1 and for 1,000 partitions.
+#
+#   perf/scripts/mirror_bench.sh [TWINLOG_BIN] [RECORDS]
+#
+# Needs .venv (scripts/test.sh creates it) for the load producer. Prints one line per
+# measurement; copy them into perf/RESULTS.md with the machine and date.
+set -euo pipefail
+BIN=${1:-target/release/twinlog}
+RECORDS=${2:-300000}
+PY=${PY:-.venv/bin/python}
+DIR=$(mktemp -d /tmp/twinlog-mirror-bench.XXXXXX)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
+A=127.0.0.1:19501
+B=127.0.0.1:19502
+cat > "$DIR/c.toml" <<TOML
+"mirror.state.topic.num.partitions" = 8
+"num.partitions" = 8
+TOML
+NO_COLOR=1 "$BIN" serve --config "$DIR/c.toml" --data-dir "$DIR/a" --listen $A > "$DIR/a.log" 2>&1 &
+NO_COLOR=1 "$BIN" serve --config "$DIR/c.toml" --data-dir "$DIR/b" --listen $B > "$DIR/b.log" 2>&1 &
+for f in a b; do until grep -q "twinlog ready" "$DIR/$f.log"; do sleep 0.1; done; done
+
+now() { date +%s.%N; }
+"$BIN" topic create bench --partitions 8 --bootstrap-server $A > /dev/null
+"$PY" tests/clients/mirror_load.py --bootstrap $A --topic bench --partitions 8 \
+    --count "$RECORDS" --value-size 1024 --compression none > /dev/null
+BYTES=$(du -sb "$DIR/a/bench-"* | awk '{s+=$1} END {print s}')
+"$BIN" mirror create m --source $A --bootstrap-server $B > /dev/null
+t0=$(now)
+"$BIN" mirror add m --topic bench --bootstrap-server $B > /dev/null
+until "$BIN" mirror describe m --json --bootstrap-server $B | "$PY" -c '
+import json, sys
+d = json.load(sys.stdin)
+ps = [p for m in d["mirrors"] for t in m["topics"] for p in t["partitions"]]
+ok = ps and all(p["state"] == "MIRRORING" and p["lag"] == 0 and p["source_offset"] > 0 for p in ps)
+sys.exit(0 if ok else 1)'; do sleep 0.05; done
+t1=$(now)
+python3 - "$t0" "$t1" "$RECORDS" "$BYTES" <<'PY'
+import sys
+t0, t1, n, b = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+s = t1 - t0
+print("mirror catch-up: %d records (%.0f MB on disk) in %.2f s = %.0f MB/s, %.0f records/s"
+      % (n, b / 1e6, s, b / 1e6 / s, n / s))
+PY
+
+for P in 1 1000; do
+  "$BIN" topic create "fo$P" --partitions $P --bootstrap-server $A > /dev/null
+  "$PY" tests/clients/mirror_load.py --bootstrap $A --topic "fo$P" --partitions $P \
+      --count $((P * 10)) --value-size 100 > /dev/null
+  "$BIN" mirror add m --topic "fo$P" --bootstrap-server $B > /dev/null
+  "$BIN" mirror wait m --state MIRRORING --topic "fo$P" --timeout 300 --bootstrap-server $B > /dev/null
+  t0=$(now)
+  "$BIN" mirror remove m --topic "fo$P" --bootstrap-server $B > /dev/null
+  "$BIN" mirror wait m --state STOPPED --topic "fo$P" --timeout 300 --bootstrap-server $B > /dev/null
+  t1=$(now)
+  python3 -c "import sys; print('remove to writable, $P partition(s): %.3f s' % ($t1 - $t0))"
+done
