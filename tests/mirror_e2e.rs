@@ -618,3 +618,64 @@ fn mirror_from_the_librdkafka_mock_cluster() {
     drop(mock.stdin.take());
     let _ = mock.wait();
 }
+
+/// SIGKILL of the destination right after AddTopicsToMirror (PREPARING) and right after
+/// RemoveTopicsFromMirror (STOPPING): after restart each partition finishes from its
+/// persisted state, the copy is complete, and the failover wrote its reset batch.
+#[test]
+fn sigkill_during_preparing_and_stopping_finishes_after_restart() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "sigkill during transitions",
+    ) {
+        return;
+    }
+    let a = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topic = "crashy";
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "8", "--count", "40000"],
+    );
+    let r = create_mirror(&b.bootstrap(), "m", &a.bootstrap(), &[]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = add_topics(&b.bootstrap(), "m", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    b.restart_kill9();
+    wait_caught_up(&b, "m", &a, topic, 8);
+    let r = remove_topics(&b.bootstrap(), "m", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    b.restart_kill9();
+    let d = wait_for(
+        &b.bootstrap(),
+        "m",
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    );
+    for p in partitions(&d).values() {
+        assert!(p.last_mirrored_epoch >= 0, "{p:?}");
+    }
+    let out = load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "8",
+            "--count",
+            "2000",
+            "--prefix",
+            "post",
+        ],
+    );
+    assert_eq!(json_field(&out, "acked"), 2000);
+    let seen = consume(&py, &b, topic, 8);
+    assert!(
+        seen.contains("\"post\": 2000") && seen.contains("\"r\": 40000"),
+        "{seen}"
+    );
+}
