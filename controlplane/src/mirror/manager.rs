@@ -178,7 +178,9 @@ impl MirrorManager {
         self.wake.notify(usize::MAX);
     }
 
-    async fn on_event(self: &Rc<Self>, event: MirrorEvent) {
+    /// A partition failed outside the manager (its fetcher, or the metadata sync): persist
+    /// FAILED (retryable or not). Ignored unless the partition is MIRRORING.
+    pub async fn on_event(self: &Rc<Self>, event: MirrorEvent) {
         let MirrorEvent::PartitionFailed {
             mirror,
             tp,
