@@ -592,6 +592,10 @@ impl MirrorFetcher {
             return Ok(true);
         }
         let mut refresh = false;
+        // Appends of different partitions run concurrently (each takes its own log's
+        // lock); errors that need the connection are handled after them.
+        let mut appends = Vec::new();
+        let mut out_of_range = Vec::new();
         for topic in response.responses {
             let name = if use_ids {
                 match ids.get(&topic.topic_id) {
@@ -617,31 +621,36 @@ impl MirrorFetcher {
                 match p.error_code {
                     0 => {
                         let records = p.records.unwrap_or_default();
-                        match self.append(ctx, &tp, records, p.log_start_offset).await {
-                            Ok(()) => {
-                                self.with_state(&tp, |s| {
-                                    s.errors = 0;
-                                    s.retry_at = None;
-                                    s.status.last_error = None;
-                                });
-                            }
-                            Err(failure) if failure.retryable => {
-                                self.backoff(&tp, failure.message);
-                            }
-                            Err(failure) => self.fail(ctx, &tp, failure),
-                        }
+                        let start = p.log_start_offset;
+                        appends.push(async move {
+                            let outcome = self.append(ctx, &tp, records, start).await;
+                            (tp, outcome)
+                        });
                     }
-                    1 => {
-                        // OFFSET_OUT_OF_RANGE
-                        if let Err(e) = self.reset_out_of_range(ctx, conn, &tp).await {
-                            self.backoff(&tp, format!("offset out of range: {e}"));
-                        }
-                    }
+                    1 => out_of_range.push(tp),
                     code => {
                         refresh |= matches!(code, 3 | 5 | 6 | 74 | 75 | 100);
                         self.backoff(&tp, format!("Fetch: {}", error_name(code)));
                     }
                 }
+            }
+        }
+        for (tp, outcome) in futures::future::join_all(appends).await {
+            match outcome {
+                Ok(()) => {
+                    self.with_state(&tp, |s| {
+                        s.errors = 0;
+                        s.retry_at = None;
+                        s.status.last_error = None;
+                    });
+                }
+                Err(failure) if failure.retryable => self.backoff(&tp, failure.message),
+                Err(failure) => self.fail(ctx, &tp, failure),
+            }
+        }
+        for tp in out_of_range {
+            if let Err(e) = self.reset_out_of_range(ctx, conn, &tp).await {
+                self.backoff(&tp, format!("offset out of range: {e}"));
             }
         }
         Ok(refresh)
