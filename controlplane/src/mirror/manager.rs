@@ -306,7 +306,7 @@ impl MirrorManager {
                         let permit = Rc::clone(&self.in_flight);
                         let partition = p.partition;
                         glommio::spawn_local(async move {
-                            let _permit = permit.acquire(1).await;
+                            let _permit = permit.acquire_permit(1).await;
                             me.act(action, &image, &topic, &mirror, partition, entry)
                                 .await;
                             me.set_busy(
@@ -595,6 +595,12 @@ impl MirrorManager {
         error: StepError,
     ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
+        if error.message.contains("is not open on shard") {
+            // The controller publishes a new topic before its shards have opened the
+            // logs: not a failure, the next tick tries again.
+            tracing::debug!(%mirror, %tp, "partition log not open yet; retrying");
+            return;
+        }
         let previous_attempts =
             if MirrorPartitionState::from_code(entry.state) == Some(MirrorPartitionState::Failed) {
                 entry.retry_attempt.max(0)

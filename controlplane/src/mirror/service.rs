@@ -1,7 +1,7 @@
 //! The control plane's mirror thread: a glommio executor (not a shard, not pinned) that
-//! runs the [`MirrorStateCoordinator`] and the [`MirrorManager`], and serves the
-//! [`MirrorHandle`] through which shards forward ReadMirrorStates, WriteMirrorStates and
-//! DescribeMirrors.
+//! runs the [`MirrorStateCoordinator`], the [`MirrorManager`] and the [`MirrorSync`],
+//! and serves the [`MirrorHandle`] through which shards forward ReadMirrorStates,
+//! WriteMirrorStates and DescribeMirrors (whose answers carry the sync's status).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use glommio::{LocalExecutorBuilder, Placement};
 
 use super::coordinator::MirrorStateCoordinator;
 use super::manager::{MirrorManager, MirrorManagerConfig};
+use super::sync::{MirrorSync, MirrorSyncConfig};
 
 type Envelope = (MirrorRequest, oneshot::Sender<MirrorResponse>);
 
@@ -69,6 +70,7 @@ pub fn spawn_mirror_thread(
     metadata: Arc<MetadataCell>,
     controller: Arc<dyn ControllerHandle>,
     config: MirrorManagerConfig,
+    sync_config: MirrorSyncConfig,
 ) -> std::io::Result<JoinHandle<()>> {
     let handle = LocalExecutorBuilder::new(Placement::Unbound)
         .name("twinlog-mirror")
@@ -84,12 +86,23 @@ pub fn spawn_mirror_thread(
                     .await;
             }
             let coordinator = MirrorStateCoordinator::new(router.clone(), Arc::clone(&metadata));
-            let manager = MirrorManager::new(router, metadata, controller, coordinator, config);
+            let manager = MirrorManager::new(
+                router,
+                Arc::clone(&metadata),
+                Arc::clone(&controller),
+                coordinator,
+                config,
+            );
             glommio::spawn_local(Rc::clone(&manager).run(events_rx)).detach();
+            let sync = MirrorSync::new(metadata, controller, Rc::clone(&manager), sync_config);
+            glommio::spawn_local(Rc::clone(&sync).run()).detach();
             while let Ok((request, reply)) = receiver.0.recv().await {
                 let manager = Rc::clone(&manager);
+                let sync = Rc::clone(&sync);
                 glommio::spawn_local(async move {
-                    let _ = reply.send(manager.serve(request).await);
+                    let mut response = manager.serve(request).await;
+                    sync.annotate(&mut response);
+                    let _ = reply.send(response);
                 })
                 .detach();
             }

@@ -1,0 +1,1543 @@
+//! `MirrorSync`: each mirror's periodic metadata sync (reference §8; issue 7). Every
+//! refresh interval (the mirror's `mirror.metadata.refresh.interval.ms`, else the
+//! broker's) it runs five steps against the mirror's source cluster:
+//!
+//! 1. `cluster-id`: the source's cluster id must still be the mirror's
+//!    `source.cluster.id`. A different id means the bootstrap address now reaches
+//!    another cluster: every MIRRORING partition of the mirror goes FAILED
+//!    (non-retryable) and the other steps are skipped, because copying configs or
+//!    offsets from the wrong cluster would corrupt the destination.
+//! 2. `topic-configs`: explicit (DYNAMIC_TOPIC_CONFIG) configs of the source topic are
+//!    set locally, and local explicit configs the source no longer sets are removed;
+//!    only keys Twinlog knows, never the excluded set (reference §3.3 defaults plus the
+//!    mirror's `topic.properties.exclude`; `mirror.name` always).
+//! 3. `partitions`: a source topic with more partitions than the local one is grown by
+//!    CreatePartitions; the [`MirrorManager`] then prepares and mirrors the new
+//!    partitions like any other.
+//! 4. `deleted-topics`: a source topic that is gone (UNKNOWN_TOPIC_OR_PARTITION, checked
+//!    again against the full topic list because a source may answer from stale metadata)
+//!    or that was re-created under another topic id fails its partitions (non-retryable).
+//! 5. `group-offsets`: committed offsets of source groups matching `groups.include` and
+//!    not `groups.exclude` are committed on this broker, as a client of it (Kafka's
+//!    "simple" commit: generation -1, no member id), for groups that are Empty or unknown
+//!    here, clamped into the local log's range, never moving a local offset backwards.
+//!
+//! Only topics whose desired state is MIRRORING take part: pausing a topic pauses its
+//! sync, removing it (failover) ends it, so offsets committed after a failover are never
+//! overwritten. Steps do not depend on each other's success (except on the identity
+//! check); each keeps its last success time and last error, which DescribeMirrors
+//! reports (`DescribedMirror::sync`) and `twinlog mirror describe` prints.
+//!
+//! It runs on the control plane's mirror thread next to the manager; a mirror's run is
+//! one task, and a mirror never has two runs at once.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use dataplane::client::SourceCluster;
+use dataplane::client::{ClientError, ClusterMetadata, ConnectionConfig, KafkaConnection};
+use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
+use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
+use dataplane::log::config::TOPIC_CONFIG_NAMES;
+use dataplane::log::loader::format_topic_id;
+use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
+use dataplane::types::TopicPartition;
+use dataplane::wire::mirror::{
+    DesiredMirrorState, MirrorResponse, MirrorSyncStatus, MIRROR_NAME_CONFIG,
+};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
+    GroupId, ListGroupsRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+use super::manager::MirrorManager;
+
+/// The broker default of `mirror.metadata.refresh.interval.ms` (reference §3.4).
+pub const DEFAULT_REFRESH_INTERVAL_MS: u64 = 60_000;
+/// Shortest refresh interval honoured (a mirror config of 0 would otherwise spin).
+pub const REFRESH_INTERVAL_MIN_MS: u64 = 100;
+/// How often the scheduler looks for mirrors whose run is due.
+const TICK: Duration = Duration::from_millis(100);
+/// Source groups considered per run at most; the rest wait for a later run.
+pub const GROUPS_PER_RUN_MAX: usize = 10_000;
+/// Topics per DescribeConfigs request to the source.
+const CONFIG_RESOURCES_PER_REQUEST_MAX: usize = 100;
+/// Groups per DescribeGroups request to this broker.
+const DESCRIBE_GROUPS_PER_REQUEST_MAX: usize = 100;
+/// Errors named in a step's error message at most (the rest are counted).
+const ERRORS_LISTED_MAX: usize = 5;
+/// Connect timeout toward this broker (the destination): it is local.
+const DESTINATION_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Step names, in the order they run and are reported.
+pub mod steps {
+    pub const CLUSTER_ID: &str = "cluster-id";
+    pub const TOPIC_CONFIGS: &str = "topic-configs";
+    pub const PARTITIONS: &str = "partitions";
+    pub const DELETED_TOPICS: &str = "deleted-topics";
+    pub const GROUP_OFFSETS: &str = "group-offsets";
+
+    pub const ALL: [&str; 5] = [
+        CLUSTER_ID,
+        TOPIC_CONFIGS,
+        PARTITIONS,
+        DELETED_TOPICS,
+        GROUP_OFFSETS,
+    ];
+}
+
+/// Topic configs never synced unless a mirror says otherwise (reference §3.3, both the
+/// base and the newer list). `mirror.name` is excluded on top of these, always.
+pub const DEFAULT_TOPIC_PROPERTIES_EXCLUDE: &[&str] = &[
+    "follower.replication.throttled.replicas",
+    "leader.replication.throttled.replicas",
+    "message.timestamp.difference.max.ms",
+    "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms",
+    "message.timestamp.type",
+    "unclean.leader.election.enable",
+    "min.insync.replicas",
+    "mirror.replication.throttled.replicas",
+    "mirror.support.unclean.leader.election",
+];
+
+/// `ConfigSource` of a config set on the topic itself.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+/// `ConfigResource.Type.TOPIC`.
+const RESOURCE_TOPIC: i8 = 2;
+/// ListOffsets timestamps: the log start and the log end.
+const EARLIEST_TIMESTAMP: i64 = -2;
+const LATEST_TIMESTAMP: i64 = -1;
+
+/// Broker-level settings of the sync (reference §3.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSyncConfig {
+    /// `mirror.metadata.refresh.interval.ms` of the broker: the period of every mirror
+    /// that does not set its own.
+    pub refresh_interval_ms: u64,
+}
+
+impl Default for MirrorSyncConfig {
+    fn default() -> Self {
+        MirrorSyncConfig {
+            refresh_interval_ms: DEFAULT_REFRESH_INTERVAL_MS,
+        }
+    }
+}
+
+/// A committed offset as OffsetFetch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedOffset {
+    pub offset: i64,
+    /// -1 unknown.
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+}
+
+/// Which groups a mirror syncs: `groups.include` minus `groups.exclude`, each a comma
+/// separated list of regexes joined into one anchored pattern (reference §3.3 notes).
+#[derive(Debug, Clone)]
+pub struct GroupFilter {
+    include: Option<regex::Regex>,
+    exclude: Option<regex::Regex>,
+}
+
+impl GroupFilter {
+    /// The filter of a mirror's configs (`groups.include` defaults to `.*`).
+    pub fn from_configs(configs: &BTreeMap<String, String>) -> Result<Self, String> {
+        let list = |key: &str, default: &str| {
+            let value = configs.get(key).map_or(default, String::as_str);
+            regex_list(value).map_err(|e| format!("mirror config {key}: {e}"))
+        };
+        Ok(GroupFilter {
+            include: list("groups.include", ".*")?,
+            exclude: list("groups.exclude", "")?,
+        })
+    }
+
+    pub fn matches(&self, group: &str) -> bool {
+        self.include.as_ref().is_some_and(|r| r.is_match(group))
+            && !self.exclude.as_ref().is_some_and(|r| r.is_match(group))
+    }
+}
+
+/// `p1,p2,...` as `^(?:(?:p1)|(?:p2)|...)$`; `None` for an empty list (matches nothing).
+fn regex_list(list: &str) -> Result<Option<regex::Regex>, regex::Error> {
+    let parts: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("(?:{p})"))
+        .collect();
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    regex::Regex::new(&format!("^(?:{})$", parts.join("|"))).map(Some)
+}
+
+/// The period of a mirror's sync: its own `mirror.metadata.refresh.interval.ms`, else
+/// the broker default; never below [`REFRESH_INTERVAL_MIN_MS`].
+pub fn refresh_interval(mirror: &MirrorImage, broker_default_ms: u64) -> Duration {
+    let ms = mirror
+        .configs
+        .get("mirror.metadata.refresh.interval.ms")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(broker_default_ms);
+    Duration::from_millis(ms.max(REFRESH_INTERVAL_MIN_MS))
+}
+
+/// `Err(message)` when the source now reports another cluster id than the one the
+/// mirror was created for. An unknown expected id (`""`) or a source too old to report
+/// one (Metadata v0-v1) cannot be checked.
+pub fn check_source_cluster_id(expected: &str, actual: Option<&str>) -> Result<(), String> {
+    match actual {
+        Some(actual) if !expected.is_empty() && actual != expected => Err(format!(
+            "source cluster id changed from {expected} to {actual}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Topic configs never synced for a mirror: the defaults, the mirror's own
+/// `topic.properties.exclude` list, and `mirror.name`.
+pub fn excluded_topic_configs(mirror_configs: &BTreeMap<String, String>) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = DEFAULT_TOPIC_PROPERTIES_EXCLUDE
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(list) = mirror_configs.get("topic.properties.exclude") {
+        out.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(str::to_string),
+        );
+    }
+    out.insert(MIRROR_NAME_CONFIG.to_string());
+    out
+}
+
+/// The IncrementalAlterConfigs changes (`None`: delete) that make a local topic's
+/// synced configs equal the source's explicit ones. Keys Twinlog does not know and
+/// excluded keys are left alone on both sides.
+pub fn plan_topic_configs(
+    source_explicit: &BTreeMap<String, String>,
+    local_explicit: &BTreeMap<String, String>,
+    excluded: &BTreeSet<String>,
+) -> Vec<(String, Option<String>)> {
+    let synced = |k: &str| {
+        TOPIC_CONFIG_NAMES.contains(&k) && !excluded.contains(k) && k != MIRROR_NAME_CONFIG
+    };
+    let mut out = Vec::new();
+    for (k, v) in source_explicit.iter().filter(|(k, _)| synced(k)) {
+        if local_explicit.get(k) != Some(v) {
+            out.push((k.clone(), Some(v.clone())));
+        }
+    }
+    for k in local_explicit.keys() {
+        if synced(k) && !source_explicit.contains_key(k) {
+            out.push((k.clone(), None));
+        }
+    }
+    out
+}
+
+/// Why a mirrored topic no longer has a source, per one Metadata answer: the source
+/// does not know the name, or knows it under another topic id (deleted and re-created:
+/// its records are not the ones mirrored so far). `None` while the source has it (or
+/// answers with another error, which says nothing about deletion).
+pub fn source_topic_gone(local: &TopicImage, meta: &ClusterMetadata) -> Option<String> {
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    match meta.topics.get(&local.name) {
+        None => Some(format!("source topic {} was deleted", local.name)),
+        Some(t) if t.error_code == unknown => {
+            Some(format!("source topic {} was deleted", local.name))
+        }
+        Some(t) if t.error_code == 0 && !t.id.is_nil() && t.id != local.id => Some(format!(
+            "source topic {} was deleted and re-created (source topic id {}, mirrored topic id {})",
+            local.name,
+            format_topic_id(t.id),
+            format_topic_id(local.id)
+        )),
+        Some(_) => None,
+    }
+}
+
+/// The source's partition count when it is larger than the local one.
+pub fn partition_growth(local: &TopicImage, meta: &ClusterMetadata) -> Option<i32> {
+    let t = meta.topics.get(&local.name)?;
+    if t.error_code != 0 {
+        return None;
+    }
+    let count = t.partitions.iter().map(|p| p.partition + 1).max()?;
+    (usize::try_from(count).ok()? > local.partitions.len()).then_some(count)
+}
+
+/// What to commit locally for one group: each source offset clamped into the local
+/// log's `[start, end]`, skipped where the local committed offset is already at or
+/// beyond it (a group's offset never moves backwards here) or where the local range is
+/// unknown. An offset that needed clamping loses its leader epoch and metadata: they
+/// describe a position the local log does not have.
+pub fn plan_group_offsets(
+    source: &BTreeMap<TopicPartition, CommittedOffset>,
+    local: &BTreeMap<TopicPartition, CommittedOffset>,
+    ranges: &BTreeMap<TopicPartition, (i64, i64)>,
+) -> Vec<(TopicPartition, CommittedOffset)> {
+    let mut out = Vec::new();
+    for (tp, src) in source {
+        if src.offset < 0 {
+            continue;
+        }
+        let Some(&(start, end)) = ranges.get(tp) else {
+            continue;
+        };
+        if start < 0 || end < start {
+            continue;
+        }
+        let clamped = src.offset.clamp(start, end);
+        if local.get(tp).is_some_and(|l| l.offset >= clamped) {
+            continue;
+        }
+        let value = if clamped == src.offset {
+            src.clone()
+        } else {
+            CommittedOffset {
+                offset: clamped,
+                leader_epoch: -1,
+                metadata: Some(String::new()),
+            }
+        };
+        out.push((tp.clone(), value));
+    }
+    out
+}
+
+/// `"a; b; c and 2 more"`.
+fn join_errors(errors: &[String]) -> String {
+    let mut s = errors
+        .iter()
+        .take(ERRORS_LISTED_MAX)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if errors.len() > ERRORS_LISTED_MAX {
+        s.push_str(&format!(" and {} more", errors.len() - ERRORS_LISTED_MAX));
+    }
+    s
+}
+
+fn errors_to_result(errors: &[String]) -> Result<(), String> {
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(join_errors(errors))
+    }
+}
+
+fn error_name(code: i16) -> String {
+    match ResponseError::try_from_code(code) {
+        Some(e) => format!("{e:?} ({code})"),
+        None => format!("error {code}"),
+    }
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The highest version of `key` both sides speak within `[min, max]`.
+fn version(conn: &KafkaConnection, key: ApiKey, min: i16, max: i16) -> Result<i16, String> {
+    conn.pick_version(key as i16, min, max).ok_or_else(|| {
+        format!(
+            "{} does not serve {key:?} v{min}-v{max} (it serves {:?})",
+            conn.addr(),
+            conn.api_range(key as i16)
+        )
+    })
+}
+
+fn request_error(what: &str, e: ClientError) -> String {
+    format!("{what}: {e}")
+}
+
+/// Partitions by topic, for OffsetFetch and ListOffsets.
+type TopicPartitions = BTreeMap<String, Vec<i32>>;
+
+/// Groups this cluster lists (ListGroups on one broker): classic and consumer groups,
+/// not share or streams groups, whose offsets are not consumer offsets.
+async fn list_groups(conn: &mut KafkaConnection) -> Result<Vec<String>, String> {
+    let v = version(conn, ApiKey::ListGroups, 0, 5)?;
+    let resp = conn
+        .send(&ListGroupsRequest::default(), v)
+        .await
+        .map_err(|e| request_error("ListGroups", e))?;
+    if resp.error_code != 0 {
+        return Err(format!("ListGroups: {}", error_name(resp.error_code)));
+    }
+    Ok(resp
+        .groups
+        .into_iter()
+        .filter(|g| matches!(g.group_type.as_str(), "" | "classic" | "consumer"))
+        .map(|g| g.group_id.0.to_string())
+        .collect())
+}
+
+/// The node id of `group`'s coordinator (FindCoordinator).
+async fn find_coordinator(conn: &mut KafkaConnection, group: &str) -> Result<i32, String> {
+    let v = version(conn, ApiKey::FindCoordinator, 0, 4)?;
+    let mut req = FindCoordinatorRequest::default().with_key_type(0);
+    if v >= 4 {
+        req = req.with_coordinator_keys(vec![str_bytes(group)]);
+    } else {
+        req = req.with_key(str_bytes(group));
+    }
+    let resp = conn
+        .send(&req, v)
+        .await
+        .map_err(|e| request_error("FindCoordinator", e))?;
+    let (code, node) = if v >= 4 {
+        let c = resp
+            .coordinators
+            .first()
+            .ok_or_else(|| "FindCoordinator: empty answer".to_string())?;
+        (c.error_code, c.node_id.0)
+    } else {
+        (resp.error_code, resp.node_id.0)
+    };
+    if code != 0 {
+        return Err(format!("FindCoordinator: {}", error_name(code)));
+    }
+    Ok(node)
+}
+
+/// The committed offsets of `group` for `topics` (OffsetFetch, not requiring stable
+/// offsets). Partitions without an offset are left out.
+async fn offset_fetch(
+    conn: &mut KafkaConnection,
+    group: &str,
+    topics: &TopicPartitions,
+) -> Result<BTreeMap<TopicPartition, CommittedOffset>, String> {
+    let v = version(conn, ApiKey::OffsetFetch, 1, 9)?;
+    let mut req = OffsetFetchRequest::default();
+    if v >= 8 {
+        req = req.with_groups(vec![OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(str_bytes(group)))
+            .with_member_id(None)
+            .with_member_epoch(-1)
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|(t, parts)| {
+                        OffsetFetchRequestTopics::default()
+                            .with_name(TopicName(str_bytes(t)))
+                            .with_partition_indexes(parts.clone())
+                    })
+                    .collect(),
+            ))]);
+    } else {
+        req = req
+            .with_group_id(GroupId(str_bytes(group)))
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|(t, parts)| {
+                        OffsetFetchRequestTopic::default()
+                            .with_name(TopicName(str_bytes(t)))
+                            .with_partition_indexes(parts.clone())
+                    })
+                    .collect(),
+            ));
+    }
+    let resp = conn
+        .send(&req, v)
+        .await
+        .map_err(|e| request_error("OffsetFetch", e))?;
+    let mut out = BTreeMap::new();
+    let mut keep = |topic: &str,
+                    partition: i32,
+                    offset: i64,
+                    epoch: i32,
+                    meta: Option<&StrBytes>,
+                    code: i16| {
+        if code == 0 && offset >= 0 {
+            out.insert(
+                TopicPartition::new(topic, partition),
+                CommittedOffset {
+                    offset,
+                    leader_epoch: epoch,
+                    metadata: meta.map(|m| m.to_string()),
+                },
+            );
+        }
+    };
+    if v >= 8 {
+        let g = resp
+            .groups
+            .first()
+            .ok_or_else(|| "OffsetFetch: no group in the answer".to_string())?;
+        if g.error_code != 0 {
+            return Err(format!("OffsetFetch: {}", error_name(g.error_code)));
+        }
+        for t in &g.topics {
+            for p in &t.partitions {
+                keep(
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata.as_ref(),
+                    p.error_code,
+                );
+            }
+        }
+    } else {
+        if resp.error_code != 0 {
+            return Err(format!("OffsetFetch: {}", error_name(resp.error_code)));
+        }
+        for t in &resp.topics {
+            for p in &t.partitions {
+                keep(
+                    t.name.0.as_str(),
+                    p.partition_index,
+                    p.committed_offset,
+                    p.committed_leader_epoch,
+                    p.metadata.as_ref(),
+                    p.error_code,
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether each group may receive synced offsets here: Empty, Dead or unknown groups
+/// may; a group with members (Stable, rebalancing) may not.
+async fn groups_open_for_sync(
+    conn: &mut KafkaConnection,
+    groups: &[String],
+) -> Result<BTreeMap<String, Result<(), String>>, String> {
+    let v = version(conn, ApiKey::DescribeGroups, 0, 5)?;
+    let not_found = ResponseError::GroupIdNotFound.code();
+    let mut out = BTreeMap::new();
+    for chunk in groups.chunks(DESCRIBE_GROUPS_PER_REQUEST_MAX) {
+        let req = DescribeGroupsRequest::default()
+            .with_groups(chunk.iter().map(|g| GroupId(str_bytes(g))).collect());
+        let resp = conn
+            .send(&req, v)
+            .await
+            .map_err(|e| request_error("DescribeGroups on this broker", e))?;
+        for g in resp.groups {
+            let state = g.group_state.to_string();
+            let open = if g.error_code == not_found {
+                Ok(())
+            } else if g.error_code != 0 {
+                Err(format!("DescribeGroups: {}", error_name(g.error_code)))
+            } else if matches!(state.as_str(), "Empty" | "Dead") && g.members.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "active here ({state}, {} members)",
+                    g.members.len()
+                ))
+            };
+            out.insert(g.group_id.0.to_string(), open);
+        }
+    }
+    Ok(out)
+}
+
+/// `[log start, log end]` of each partition on this broker (ListOffsets).
+async fn offset_ranges(
+    conn: &mut KafkaConnection,
+    topics: &TopicPartitions,
+) -> Result<BTreeMap<TopicPartition, (i64, i64)>, String> {
+    let v = version(conn, ApiKey::ListOffsets, 1, 8)?;
+    let mut found: [BTreeMap<TopicPartition, i64>; 2] = [BTreeMap::new(), BTreeMap::new()];
+    for (i, timestamp) in [EARLIEST_TIMESTAMP, LATEST_TIMESTAMP]
+        .into_iter()
+        .enumerate()
+    {
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(0)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(t, parts)| {
+                        ListOffsetsTopic::default()
+                            .with_name(TopicName(str_bytes(t)))
+                            .with_partitions(
+                                parts
+                                    .iter()
+                                    .map(|p| {
+                                        ListOffsetsPartition::default()
+                                            .with_partition_index(*p)
+                                            .with_current_leader_epoch(-1)
+                                            .with_timestamp(timestamp)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        let resp = conn
+            .send(&req, v)
+            .await
+            .map_err(|e| request_error("ListOffsets on this broker", e))?;
+        for t in resp.topics {
+            for p in t.partitions {
+                if p.error_code == 0 && p.offset >= 0 {
+                    found[i].insert(
+                        TopicPartition::new(t.name.0.as_str(), p.partition_index),
+                        p.offset,
+                    );
+                }
+            }
+        }
+    }
+    let [starts, ends] = found;
+    Ok(starts
+        .into_iter()
+        .filter_map(|(tp, start)| ends.get(&tp).map(|end| (tp, (start, *end))))
+        .collect())
+}
+
+/// Kafka's "simple" OffsetCommit (generation -1, no member): accepted only while the
+/// group has no members.
+async fn offset_commit(
+    conn: &mut KafkaConnection,
+    group: &str,
+    commits: &[(TopicPartition, CommittedOffset)],
+) -> Result<(), String> {
+    let v = version(conn, ApiKey::OffsetCommit, 2, 8)?;
+    let mut by_topic: BTreeMap<&str, Vec<OffsetCommitRequestPartition>> = BTreeMap::new();
+    for (tp, c) in commits {
+        by_topic.entry(tp.topic.as_str()).or_default().push(
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(tp.partition)
+                .with_committed_offset(c.offset)
+                .with_committed_leader_epoch(c.leader_epoch)
+                .with_committed_metadata(c.metadata.as_deref().map(str_bytes)),
+        );
+    }
+    let req = OffsetCommitRequest::default()
+        .with_group_id(GroupId(str_bytes(group)))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(StrBytes::default())
+        .with_group_instance_id(None)
+        .with_retention_time_ms(-1)
+        .with_topics(
+            by_topic
+                .into_iter()
+                .map(|(t, partitions)| {
+                    OffsetCommitRequestTopic::default()
+                        .with_name(TopicName(str_bytes(t)))
+                        .with_partitions(partitions)
+                })
+                .collect(),
+        );
+    let resp = conn
+        .send(&req, v)
+        .await
+        .map_err(|e| request_error("OffsetCommit on this broker", e))?;
+    let failed: Vec<String> = resp
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code != 0)
+                .map(move |p| {
+                    format!(
+                        "{}-{}: {}",
+                        t.name.0.as_str(),
+                        p.partition_index,
+                        error_name(p.error_code)
+                    )
+                })
+        })
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("OffsetCommit: {}", join_errors(&failed)))
+    }
+}
+
+/// One mirror's sync as the scheduler tracks it.
+#[derive(Debug, Default)]
+struct MirrorRuntime {
+    /// A run is in progress.
+    running: bool,
+    /// When the last run started.
+    last_start: Option<Instant>,
+    steps: BTreeMap<&'static str, MirrorSyncStatus>,
+}
+
+/// The periodic metadata sync of every mirror (see the module docs).
+pub struct MirrorSync {
+    metadata: Arc<MetadataCell>,
+    controller: Arc<dyn ControllerHandle>,
+    manager: Rc<MirrorManager>,
+    config: MirrorSyncConfig,
+    mirrors: RefCell<BTreeMap<String, MirrorRuntime>>,
+}
+
+impl std::fmt::Debug for MirrorSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MirrorSync")
+            .field("config", &self.config)
+            .field("mirrors", &self.mirrors.borrow().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MirrorSync {
+    pub fn new(
+        metadata: Arc<MetadataCell>,
+        controller: Arc<dyn ControllerHandle>,
+        manager: Rc<MirrorManager>,
+        config: MirrorSyncConfig,
+    ) -> Rc<Self> {
+        Rc::new(MirrorSync {
+            metadata,
+            controller,
+            manager,
+            config,
+            mirrors: RefCell::new(BTreeMap::new()),
+        })
+    }
+
+    /// Runs the scheduler: starts each mirror's run when it is due.
+    pub async fn run(self: Rc<Self>) {
+        loop {
+            self.tick(Instant::now());
+            glommio::timer::sleep(TICK).await;
+        }
+    }
+
+    /// Forgets deleted mirrors and starts the runs that are due at `now`.
+    fn tick(self: &Rc<Self>, now: Instant) {
+        let image = self.metadata.load();
+        let mut mirrors = self.mirrors.borrow_mut();
+        mirrors.retain(|name, _| image.mirrors.contains_key(name));
+        for (name, mirror) in &image.mirrors {
+            let rt = mirrors.entry(name.clone()).or_default();
+            if rt.running {
+                continue;
+            }
+            let interval = refresh_interval(mirror, self.config.refresh_interval_ms);
+            if rt.last_start.is_some_and(|at| now < at + interval) {
+                continue;
+            }
+            rt.running = true;
+            rt.last_start = Some(now);
+            let me = Rc::clone(self);
+            let name = name.clone();
+            glommio::spawn_local(async move {
+                me.sync_mirror(&name).await;
+                if let Some(rt) = me.mirrors.borrow_mut().get_mut(&name) {
+                    rt.running = false;
+                }
+            })
+            .detach();
+        }
+    }
+
+    /// Every step of `mirror` with its last success and last error (steps that never
+    /// ran: -1 and none).
+    pub fn status(&self, mirror: &str) -> Vec<MirrorSyncStatus> {
+        let mirrors = self.mirrors.borrow();
+        steps::ALL
+            .iter()
+            .map(|step| {
+                mirrors
+                    .get(mirror)
+                    .and_then(|rt| rt.steps.get(step))
+                    .cloned()
+                    .unwrap_or_else(|| MirrorSyncStatus {
+                        step: step.to_string(),
+                        ..MirrorSyncStatus::default()
+                    })
+            })
+            .collect()
+    }
+
+    /// Adds the sync status to each described mirror of a DescribeMirrors answer.
+    pub fn annotate(&self, response: &mut MirrorResponse) {
+        if let MirrorResponse::DescribeMirrors(r) = response {
+            for m in r.mirrors.iter_mut().filter(|m| m.error_code == 0) {
+                m.sync = self.status(&m.mirror_name);
+            }
+        }
+    }
+
+    fn record(&self, mirror: &str, step: &'static str, result: Result<(), String>) {
+        let mut mirrors = self.mirrors.borrow_mut();
+        let Some(rt) = mirrors.get_mut(mirror) else {
+            return;
+        };
+        let status = rt.steps.entry(step).or_insert_with(|| MirrorSyncStatus {
+            step: step.to_string(),
+            ..MirrorSyncStatus::default()
+        });
+        match result {
+            Ok(()) => {
+                if status.last_error.take().is_some() {
+                    tracing::info!(%mirror, step, "mirror metadata sync step succeeds again");
+                }
+                status.last_success_ms = now_ms();
+            }
+            Err(e) => {
+                // Logged when the error changes, not on every run.
+                if status.last_error.as_deref() != Some(e.as_str()) {
+                    tracing::warn!(%mirror, step, error = %e, "mirror metadata sync step failed");
+                }
+                status.last_error = Some(e);
+            }
+        }
+    }
+
+    /// One run of every step for `name`.
+    async fn sync_mirror(&self, name: &str) {
+        let image = self.metadata.load();
+        let Some(mirror) = image.mirrors.get(name).cloned() else {
+            return;
+        };
+        let topics: Vec<(Arc<TopicImage>, DesiredMirrorState)> = image
+            .topics
+            .values()
+            .filter_map(|t| match t.mirror() {
+                Some((m, desired)) if m == name => Some((Arc::clone(t), desired)),
+                _ => None,
+            })
+            .collect();
+        let active: Vec<Arc<TopicImage>> = topics
+            .iter()
+            .filter(|(_, d)| *d == DesiredMirrorState::Mirroring)
+            .map(|(t, _)| Arc::clone(t))
+            .collect();
+        let fetch = MirrorFetchConfig::from_image(&mirror);
+        let mut conn_config = ConnectionConfig::new(
+            &format!("{}-sync", fetch.client_id),
+            Duration::from_millis(fetch.connect_timeout_ms),
+        );
+        conn_config.request_timeout = Duration::from_millis(fetch.request_timeout_ms);
+        let mut source = match SourceCluster::new(&fetch.bootstrap_servers, conn_config) {
+            Ok(s) => s,
+            Err(e) => {
+                for step in steps::ALL {
+                    self.record(name, step, Err(format!("bootstrap.servers: {e}")));
+                }
+                return;
+            }
+        };
+
+        // 1. Source identity, with the metadata of the active topics for 3 and 4.
+        let names: Vec<String> = active.iter().map(|t| t.name.clone()).collect();
+        let meta = match source.metadata(Some(&names)).await {
+            Ok(m) => {
+                if let Err(message) =
+                    check_source_cluster_id(mirror.source_cluster_id(), m.cluster_id.as_deref())
+                {
+                    for (topic, _) in &topics {
+                        self.fail_partitions(name, topic, &message).await;
+                    }
+                    self.record(name, steps::CLUSTER_ID, Err(message.clone()));
+                    for step in &steps::ALL[1..] {
+                        self.record(name, step, Err(format!("skipped: {message}")));
+                    }
+                    return;
+                }
+                self.record(name, steps::CLUSTER_ID, Ok(()));
+                Some(m)
+            }
+            Err(e) => {
+                let message = format!("source metadata: {e}");
+                for step in [steps::CLUSTER_ID, steps::PARTITIONS, steps::DELETED_TOPICS] {
+                    self.record(name, step, Err(message.clone()));
+                }
+                None
+            }
+        };
+
+        // 4. Deleted source topics (before 2, 3 and 5, which then leave them alone).
+        let mut deleted = BTreeSet::new();
+        if let Some(meta) = &meta {
+            let result = self
+                .sync_deleted_topics(name, &active, meta, &mut source, &mut deleted)
+                .await;
+            self.record(name, steps::DELETED_TOPICS, result);
+        }
+        let live: Vec<Arc<TopicImage>> = active
+            .iter()
+            .filter(|t| !deleted.contains(&t.name))
+            .cloned()
+            .collect();
+
+        // 3. Partition growth.
+        if let Some(meta) = &meta {
+            let result = self.sync_partitions(&live, meta).await;
+            self.record(name, steps::PARTITIONS, result);
+        }
+
+        // 2. Topic configs.
+        let result = self
+            .sync_topic_configs(name, &mirror, &live, &mut source)
+            .await;
+        self.record(name, steps::TOPIC_CONFIGS, result);
+
+        // 5. Group offsets.
+        let result = self
+            .sync_group_offsets(name, &mirror, &live, &mut source)
+            .await;
+        self.record(name, steps::GROUP_OFFSETS, result);
+    }
+
+    /// FAILED (non-retryable) for every partition of `topic` that is MIRRORING (the
+    /// manager ignores the others).
+    async fn fail_partitions(&self, mirror: &str, topic: &TopicImage, message: &str) {
+        for p in &topic.partitions {
+            self.manager
+                .on_event(MirrorEvent::PartitionFailed {
+                    mirror: mirror.to_string(),
+                    tp: TopicPartition::new(topic.name.as_str(), p.partition),
+                    message: message.to_string(),
+                    retryable: false,
+                })
+                .await;
+        }
+    }
+
+    /// Step 4: fails the partitions of source topics that are gone, after checking the
+    /// full topic list (a stale per-topic answer must not fail a healthy topic).
+    async fn sync_deleted_topics(
+        &self,
+        mirror: &str,
+        active: &[Arc<TopicImage>],
+        meta: &ClusterMetadata,
+        source: &mut SourceCluster,
+        deleted: &mut BTreeSet<String>,
+    ) -> Result<(), String> {
+        let candidates: Vec<&Arc<TopicImage>> = active
+            .iter()
+            .filter(|t| source_topic_gone(t, meta).is_some())
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let all = source
+            .metadata(None)
+            .await
+            .map_err(|e| format!("listing the source topics to confirm a deletion: {e}"))?;
+        let mut messages = Vec::new();
+        for topic in candidates {
+            let Some(message) = source_topic_gone(topic, &all) else {
+                continue;
+            };
+            deleted.insert(topic.name.clone());
+            self.fail_partitions(mirror, topic, &message).await;
+            messages.push(message);
+        }
+        errors_to_result(&messages)
+    }
+
+    /// Step 3: CreatePartitions for topics the source has grown.
+    async fn sync_partitions(
+        &self,
+        topics: &[Arc<TopicImage>],
+        meta: &ClusterMetadata,
+    ) -> Result<(), String> {
+        let grow: Vec<(String, i32)> = topics
+            .iter()
+            .filter_map(|t| partition_growth(t, meta).map(|n| (t.name.clone(), n)))
+            .collect();
+        if grow.is_empty() {
+            return Ok(());
+        }
+        for (topic, count) in &grow {
+            tracing::info!(%topic, partitions = count, "source topic grew: adding partitions to the mirror topic");
+        }
+        self.admin(AdminRequest::CreatePartitions {
+            topics: grow,
+            validate_only: false,
+        })
+        .await
+        .map_err(|e| format!("CreatePartitions: {e}"))
+    }
+
+    /// Step 2: the source topics' explicit configs, applied through the controller.
+    async fn sync_topic_configs(
+        &self,
+        mirror_name: &str,
+        mirror: &MirrorImage,
+        topics: &[Arc<TopicImage>],
+        source: &mut SourceCluster,
+    ) -> Result<(), String> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let excluded = excluded_topic_configs(&mirror.configs);
+        let conn = source
+            .any_connection()
+            .await
+            .map_err(|e| format!("cannot reach the source: {e}"))?;
+        let v = version(conn, ApiKey::DescribeConfigs, 1, 4)?;
+        let mut errors = Vec::new();
+        for chunk in topics.chunks(CONFIG_RESOURCES_PER_REQUEST_MAX) {
+            let req = DescribeConfigsRequest::default().with_resources(
+                chunk
+                    .iter()
+                    .map(|t| {
+                        DescribeConfigsResource::default()
+                            .with_resource_type(RESOURCE_TOPIC)
+                            .with_resource_name(str_bytes(&t.name))
+                            .with_configuration_keys(None)
+                    })
+                    .collect(),
+            );
+            let resp = conn
+                .send(&req, v)
+                .await
+                .map_err(|e| request_error("DescribeConfigs on the source", e))?;
+            for r in resp.results {
+                let topic = r.resource_name.to_string();
+                if r.error_code != 0 {
+                    errors.push(format!(
+                        "{topic}: DescribeConfigs on the source: {} {}",
+                        error_name(r.error_code),
+                        r.error_message.as_deref().unwrap_or("")
+                    ));
+                    continue;
+                }
+                let source_explicit: BTreeMap<String, String> = r
+                    .configs
+                    .iter()
+                    .filter(|c| c.config_source == DYNAMIC_TOPIC_CONFIG && !c.is_sensitive)
+                    .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+                    .collect();
+                // The freshest local view: the topic may have left the mirror meanwhile.
+                let image = self.metadata.load();
+                let Some(local) = image.topic(&topic) else {
+                    continue;
+                };
+                if local.mirror() != Some((mirror_name, DesiredMirrorState::Mirroring)) {
+                    continue;
+                }
+                let changes = plan_topic_configs(&source_explicit, &local.configs, &excluded);
+                if changes.is_empty() {
+                    continue;
+                }
+                tracing::info!(mirror = %mirror_name, %topic, ?changes, "syncing topic configs from the source");
+                if let Err(e) = self
+                    .admin(AdminRequest::AlterTopicConfigs {
+                        topic: topic.clone(),
+                        configs: changes,
+                        incremental: true,
+                        validate_only: false,
+                    })
+                    .await
+                {
+                    errors.push(format!("{topic}: {e}"));
+                }
+            }
+        }
+        errors_to_result(&errors)
+    }
+
+    /// Step 5: committed offsets of the source's groups, for the mirrored partitions.
+    async fn sync_group_offsets(
+        &self,
+        mirror_name: &str,
+        mirror: &MirrorImage,
+        topics: &[Arc<TopicImage>],
+        source: &mut SourceCluster,
+    ) -> Result<(), String> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let filter = GroupFilter::from_configs(&mirror.configs)?;
+        let wanted: TopicPartitions = topics
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    t.partitions.iter().map(|p| p.partition).collect(),
+                )
+            })
+            .collect();
+        let mut errors = Vec::new();
+
+        // Source groups: ListGroups on every broker (each coordinates some groups).
+        let mut groups = BTreeSet::new();
+        let brokers: Vec<i32> = source
+            .last_metadata()
+            .map(|m| m.brokers.keys().copied().collect())
+            .unwrap_or_default();
+        if brokers.is_empty() {
+            let conn = source
+                .any_connection()
+                .await
+                .map_err(|e| format!("cannot reach the source: {e}"))?;
+            groups.extend(list_groups(conn).await.map_err(|e| format!("source {e}"))?);
+        }
+        for broker in brokers {
+            let listed = match source.connection(broker).await {
+                Ok(conn) => list_groups(conn).await,
+                Err(e) => Err(format!("connecting: {e}")),
+            };
+            match listed {
+                Ok(g) => groups.extend(g),
+                Err(e) => errors.push(format!("source broker {broker}: {e}")),
+            }
+        }
+        let total = groups.len();
+        let groups: Vec<String> = groups
+            .into_iter()
+            .filter(|g| filter.matches(g))
+            .take(GROUPS_PER_RUN_MAX)
+            .collect();
+        if groups.len() == GROUPS_PER_RUN_MAX {
+            tracing::warn!(mirror = %mirror_name, total, max = GROUPS_PER_RUN_MAX, "more source groups than one sync run handles; the rest wait");
+        }
+
+        // Their committed offsets on the source.
+        let mut source_offsets: BTreeMap<String, BTreeMap<TopicPartition, CommittedOffset>> =
+            BTreeMap::new();
+        for group in &groups {
+            match self.source_group_offsets(source, group, &wanted).await {
+                Ok(o) if o.is_empty() => {}
+                Ok(o) => {
+                    source_offsets.insert(group.clone(), o);
+                }
+                Err(e) => errors.push(format!("group {group}: {e}")),
+            }
+        }
+        if source_offsets.is_empty() {
+            return errors_to_result(&errors);
+        }
+
+        // This broker: which groups are open for sync, and the local log ranges.
+        let image = self.metadata.load();
+        let mut dest = connect_destination(&image, mirror_name).await?;
+        let candidates: Vec<String> = source_offsets.keys().cloned().collect();
+        let open = groups_open_for_sync(&mut dest, &candidates).await?;
+        let ranges = offset_ranges(&mut dest, &wanted).await?;
+        for (group, offsets) in source_offsets {
+            match open.get(&group) {
+                Some(Ok(())) => {}
+                Some(Err(why)) => {
+                    tracing::debug!(mirror = %mirror_name, %group, %why, "group offsets not synced");
+                    continue;
+                }
+                None => {
+                    errors.push(format!("group {group}: not described by this broker"));
+                    continue;
+                }
+            }
+            let local = match offset_fetch(&mut dest, &group, &wanted).await {
+                Ok(l) => l,
+                Err(e) => {
+                    errors.push(format!("group {group} on this broker: {e}"));
+                    continue;
+                }
+            };
+            // Only partitions of topics still mirroring now: a topic removed (failed
+            // over) since the run started is the local consumers' from then on.
+            let image = self.metadata.load();
+            let offsets: BTreeMap<TopicPartition, CommittedOffset> = offsets
+                .into_iter()
+                .filter(|(tp, _)| {
+                    image.topic(&tp.topic).and_then(|t| t.mirror())
+                        == Some((mirror_name, DesiredMirrorState::Mirroring))
+                })
+                .collect();
+            let commits = plan_group_offsets(&offsets, &local, &ranges);
+            if commits.is_empty() {
+                continue;
+            }
+            tracing::debug!(mirror = %mirror_name, %group, partitions = commits.len(), "syncing group offsets from the source");
+            if let Err(e) = offset_commit(&mut dest, &group, &commits).await {
+                errors.push(format!("group {group}: {e}"));
+            }
+        }
+        errors_to_result(&errors)
+    }
+
+    /// FindCoordinator, then OffsetFetch on the coordinator.
+    async fn source_group_offsets(
+        &self,
+        source: &mut SourceCluster,
+        group: &str,
+        wanted: &TopicPartitions,
+    ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, String> {
+        let conn = source
+            .any_connection()
+            .await
+            .map_err(|e| format!("cannot reach the source: {e}"))?;
+        let node = find_coordinator(conn, group).await?;
+        let known = source
+            .last_metadata()
+            .is_some_and(|m| m.brokers.contains_key(&node));
+        if !known {
+            source
+                .metadata(Some(&[]))
+                .await
+                .map_err(|e| format!("source metadata: {e}"))?;
+        }
+        let conn = source
+            .connection(node)
+            .await
+            .map_err(|e| format!("connecting to coordinator {node}: {e}"))?;
+        offset_fetch(conn, group, wanted).await
+    }
+
+    async fn admin(&self, request: AdminRequest) -> Result<(), String> {
+        match self.controller.submit(request).await {
+            Ok(AdminResponse::Results(results)) => {
+                let failed: Vec<String> = results
+                    .iter()
+                    .filter(|r| r.error_code != 0)
+                    .map(|r| {
+                        format!(
+                            "{}: {} {}",
+                            r.name,
+                            error_name(r.error_code),
+                            r.message.as_deref().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                errors_to_result(&failed)
+            }
+            Ok(AdminResponse::Failed {
+                error_code,
+                message,
+            }) => Err(format!("{} {message}", error_name(error_code))),
+            Ok(other) => Err(format!("unexpected controller answer {other:?}")),
+            Err(_) => Err("the controller went away".to_string()),
+        }
+    }
+}
+
+/// A connection to this broker, as a client: the address it advertises (loopback when
+/// that is a wildcard address).
+async fn connect_destination(
+    image: &MetadataImage,
+    mirror: &str,
+) -> Result<KafkaConnection, String> {
+    let mut addr = image.advertised;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        });
+    }
+    let config = ConnectionConfig::new(
+        &format!("twinlog-mirror-sync-{mirror}"),
+        DESTINATION_CONNECT_TIMEOUT,
+    );
+    KafkaConnection::connect_with(&addr.to_string(), &config)
+        .await
+        .map_err(|e| format!("connecting to this broker at {addr}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dataplane::client::{PartitionMetadata, TopicMetadata};
+    use dataplane::metadata::PartitionImage;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn mirror(configs: &[(&str, &str)]) -> MirrorImage {
+        MirrorImage {
+            name: "m".into(),
+            configs: map(configs),
+        }
+    }
+
+    fn topic(name: &str, id: u128, partitions: i32) -> TopicImage {
+        TopicImage {
+            name: name.into(),
+            id: uuid::Uuid::from_u128(id),
+            partitions: (0..partitions)
+                .map(|p| PartitionImage {
+                    partition: p,
+                    leader: 0,
+                    leader_epoch: 0,
+                    shard: 0,
+                })
+                .collect(),
+            configs: map(&[(MIRROR_NAME_CONFIG, "m")]),
+            log_config: Default::default(),
+            internal: false,
+        }
+    }
+
+    fn source_meta(topics: &[(&str, u128, i16, i32)]) -> ClusterMetadata {
+        ClusterMetadata {
+            cluster_id: Some("src".into()),
+            controller_id: 1,
+            brokers: BTreeMap::new(),
+            topics: topics
+                .iter()
+                .map(|(name, id, code, partitions)| {
+                    (
+                        name.to_string(),
+                        TopicMetadata {
+                            id: uuid::Uuid::from_u128(*id),
+                            error_code: *code,
+                            partitions: (0..*partitions)
+                                .map(|p| PartitionMetadata {
+                                    partition: p,
+                                    leader: 1,
+                                    leader_epoch: 0,
+                                    error_code: 0,
+                                    replicas: vec![1],
+                                    isr: vec![1],
+                                })
+                                .collect(),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn committed(offset: i64, epoch: i32, metadata: &str) -> CommittedOffset {
+        CommittedOffset {
+            offset,
+            leader_epoch: epoch,
+            metadata: Some(metadata.to_string()),
+        }
+    }
+
+    #[test]
+    fn cluster_id_changes_are_caught() {
+        assert_eq!(check_source_cluster_id("a", Some("a")), Ok(()));
+        assert_eq!(check_source_cluster_id("", Some("b")), Ok(()));
+        assert_eq!(check_source_cluster_id("a", None), Ok(()));
+        assert_eq!(
+            check_source_cluster_id("a", Some("b")),
+            Err("source cluster id changed from a to b".to_string())
+        );
+    }
+
+    #[test]
+    fn refresh_interval_prefers_the_mirror() {
+        assert_eq!(
+            refresh_interval(&mirror(&[]), 60_000),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            refresh_interval(
+                &mirror(&[("mirror.metadata.refresh.interval.ms", "1000")]),
+                60_000
+            ),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            refresh_interval(
+                &mirror(&[("mirror.metadata.refresh.interval.ms", "0")]),
+                60_000
+            ),
+            Duration::from_millis(REFRESH_INTERVAL_MIN_MS)
+        );
+        assert_eq!(
+            refresh_interval(
+                &mirror(&[("mirror.metadata.refresh.interval.ms", "x")]),
+                5000
+            ),
+            Duration::from_secs(5)
+        );
+    }
+
+    #[test]
+    fn group_filter_is_anchored_and_exclude_wins() {
+        let all = GroupFilter::from_configs(&BTreeMap::new()).expect("valid");
+        assert!(all.matches("anything"));
+        let f = GroupFilter::from_configs(&map(&[
+            ("groups.include", "app-.*, billing"),
+            ("groups.exclude", "app-test.*"),
+        ]))
+        .expect("valid");
+        assert!(f.matches("app-orders"));
+        assert!(f.matches("billing"));
+        assert!(!f.matches("billing-2"), "anchored at the end");
+        assert!(!f.matches("my-app-orders"), "anchored at the start");
+        assert!(!f.matches("app-test-1"), "exclude wins");
+        let none = GroupFilter::from_configs(&map(&[("groups.include", "")])).expect("valid");
+        assert!(!none.matches("g"));
+        assert!(GroupFilter::from_configs(&map(&[("groups.include", "(")])).is_err());
+    }
+
+    #[test]
+    fn excluded_configs_add_the_mirror_list_to_the_defaults() {
+        let ex = excluded_topic_configs(&map(&[(
+            "topic.properties.exclude",
+            " retention.bytes ,, segment.ms",
+        )]));
+        assert!(ex.contains("min.insync.replicas"));
+        assert!(ex.contains("message.timestamp.type"));
+        assert!(ex.contains("retention.bytes"));
+        assert!(ex.contains("segment.ms"));
+        assert!(ex.contains(MIRROR_NAME_CONFIG));
+        assert!(!ex.contains("retention.ms"));
+    }
+
+    #[test]
+    fn config_plan_sets_changes_and_removes_what_the_source_dropped() {
+        let excluded =
+            excluded_topic_configs(&map(&[("topic.properties.exclude", "retention.bytes")]));
+        let source = map(&[
+            ("retention.ms", "1000"),
+            ("cleanup.policy", "compact"),
+            ("min.insync.replicas", "2"),
+            ("retention.bytes", "5"),
+            ("some.unknown.key", "x"),
+            (MIRROR_NAME_CONFIG, "other"),
+        ]);
+        let local = map(&[
+            ("retention.ms", "1000"),
+            ("segment.ms", "99"),
+            ("retention.bytes", "7"),
+            ("min.insync.replicas", "1"),
+            (MIRROR_NAME_CONFIG, "m"),
+        ]);
+        assert_eq!(
+            plan_topic_configs(&source, &local, &excluded),
+            vec![
+                ("cleanup.policy".to_string(), Some("compact".to_string())),
+                ("segment.ms".to_string(), None),
+            ]
+        );
+        // In step: nothing to do.
+        let same = map(&[("retention.ms", "1000"), (MIRROR_NAME_CONFIG, "m")]);
+        assert!(plan_topic_configs(&map(&[("retention.ms", "1000")]), &same, &excluded).is_empty());
+    }
+
+    #[test]
+    fn deleted_and_recreated_source_topics() {
+        let t = topic("t", 7, 2);
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(source_topic_gone(&t, &source_meta(&[("t", 7, 0, 2)])), None);
+        assert_eq!(
+            source_topic_gone(&t, &source_meta(&[("t", 0, unknown, 0)])),
+            Some("source topic t was deleted".to_string())
+        );
+        assert_eq!(
+            source_topic_gone(&t, &source_meta(&[])),
+            Some("source topic t was deleted".to_string())
+        );
+        let recreated = source_topic_gone(&t, &source_meta(&[("t", 8, 0, 2)])).expect("gone");
+        assert!(recreated.contains("re-created"), "{recreated}");
+        // Another error (no leader yet) says nothing about deletion.
+        let leaderless = ResponseError::LeaderNotAvailable.code();
+        assert_eq!(
+            source_topic_gone(&t, &source_meta(&[("t", 7, leaderless, 0)])),
+            None
+        );
+        // A source without topic ids (Metadata < v10) cannot tell a re-creation.
+        assert_eq!(source_topic_gone(&t, &source_meta(&[("t", 0, 0, 2)])), None);
+    }
+
+    #[test]
+    fn partitions_grow_only_upwards() {
+        let t = topic("t", 7, 2);
+        assert_eq!(
+            partition_growth(&t, &source_meta(&[("t", 7, 0, 5)])),
+            Some(5)
+        );
+        assert_eq!(partition_growth(&t, &source_meta(&[("t", 7, 0, 2)])), None);
+        assert_eq!(partition_growth(&t, &source_meta(&[("t", 7, 0, 1)])), None);
+        assert_eq!(partition_growth(&t, &source_meta(&[("t", 7, 3, 0)])), None);
+        assert_eq!(partition_growth(&t, &source_meta(&[])), None);
+    }
+
+    #[test]
+    fn group_offsets_are_clamped_and_never_go_backwards() {
+        let tp = |p: i32| TopicPartition::new("t", p);
+        let source: BTreeMap<TopicPartition, CommittedOffset> = [
+            (tp(0), committed(50, 3, "a")),  // inside the range: copied as is
+            (tp(1), committed(500, 3, "b")), // beyond the local end: clamped
+            (tp(2), committed(5, 3, "c")),   // below the local start: clamped
+            (tp(3), committed(40, 3, "d")),  // local is ahead: left alone
+            (tp(4), committed(40, 3, "e")),  // no local range: left alone
+            (tp(5), committed(60, 3, "f")),  // local behind: moved forward
+            (tp(6), committed(-1, -1, "")),  // nothing committed
+        ]
+        .into_iter()
+        .collect();
+        let local: BTreeMap<TopicPartition, CommittedOffset> =
+            [(tp(3), committed(45, 1, "")), (tp(5), committed(10, 1, ""))]
+                .into_iter()
+                .collect();
+        let ranges: BTreeMap<TopicPartition, (i64, i64)> = [
+            (tp(0), (0, 100)),
+            (tp(1), (0, 100)),
+            (tp(2), (10, 100)),
+            (tp(3), (0, 100)),
+            (tp(5), (0, 100)),
+            (tp(6), (0, 100)),
+        ]
+        .into_iter()
+        .collect();
+        let plan = plan_group_offsets(&source, &local, &ranges);
+        let clamped = |offset| CommittedOffset {
+            offset,
+            leader_epoch: -1,
+            metadata: Some(String::new()),
+        };
+        assert_eq!(
+            plan,
+            vec![
+                (tp(0), committed(50, 3, "a")),
+                (tp(1), clamped(100)),
+                (tp(2), clamped(10)),
+                (tp(5), committed(60, 3, "f")),
+            ]
+        );
+        // Equal offsets: nothing to write.
+        let local: BTreeMap<TopicPartition, CommittedOffset> =
+            [(tp(0), committed(50, 3, "a"))].into_iter().collect();
+        let only0: BTreeMap<TopicPartition, CommittedOffset> =
+            [(tp(0), committed(50, 3, "a"))].into_iter().collect();
+        assert!(plan_group_offsets(&only0, &local, &ranges).is_empty());
+    }
+
+    #[test]
+    fn errors_are_listed_then_counted() {
+        let errors: Vec<String> = (0..8).map(|i| format!("e{i}")).collect();
+        assert_eq!(
+            join_errors(&errors),
+            "e0; e1; e2; e3; e4 and 3 more".to_string()
+        );
+        assert_eq!(errors_to_result(&[]), Ok(()));
+    }
+}
