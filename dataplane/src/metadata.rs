@@ -115,12 +115,15 @@ impl MetadataImage {
 #[derive(Debug)]
 pub struct MetadataCell {
     current: RwLock<Arc<MetadataImage>>,
+    /// Signalled after every publish (the mirror manager reacts at once).
+    changed: event_listener::Event,
 }
 
 impl MetadataCell {
     pub fn new(image: MetadataImage) -> Self {
         MetadataCell {
             current: RwLock::new(Arc::new(image)),
+            changed: event_listener::Event::new(),
         }
     }
 
@@ -137,6 +140,13 @@ impl MetadataCell {
             Ok(mut g) => *g = image,
             Err(poisoned) => *poisoned.into_inner() = image,
         }
+        self.changed.notify(usize::MAX);
+    }
+
+    /// A listener that completes at the next publish. Take it before reading the image
+    /// so a publish in between is not missed.
+    pub fn listen(&self) -> event_listener::EventListener {
+        self.changed.listen()
     }
 }
 

@@ -28,7 +28,7 @@ now() { date +%s.%N; }
 "$PY" tests/clients/mirror_load.py --bootstrap $A --topic bench --partitions 8 \
     --count "$RECORDS" --value-size 1024 --compression none > /dev/null
 BYTES=$(du -sb "$DIR/a/bench-"* | awk '{s+=$1} END {print s}')
-"$BIN" mirror create m --source $A --bootstrap-server $B > /dev/null
+"$BIN" mirror create m --source $A ${MIRROR_CONFIG:-} --bootstrap-server $B > /dev/null
 t0=$(now)
 "$BIN" mirror add m --topic bench --bootstrap-server $B > /dev/null
 until "$BIN" mirror describe m --json --bootstrap-server $B | "$PY" -c '
@@ -46,7 +46,7 @@ print("mirror catch-up: %d records (%.0f MB on disk) in %.2f s = %.0f MB/s, %.0f
       % (n, b / 1e6, s, b / 1e6 / s, n / s))
 PY
 
-for P in 1 1000; do
+for P in ${FAILOVER_PARTITIONS-1 1000}; do
   "$BIN" topic create "fo$P" --partitions $P --bootstrap-server $A > /dev/null
   "$PY" tests/clients/mirror_load.py --bootstrap $A --topic "fo$P" --partitions $P \
       --count $((P * 10)) --value-size 100 > /dev/null

@@ -167,9 +167,11 @@ impl MirrorManager {
         })
         .detach();
         loop {
+            let published = self.metadata.listen();
             self.tick().await;
             let listener = self.wake.listen();
-            let _ = futures::future::select(listener, Box::pin(glommio::timer::sleep(TICK))).await;
+            let woken = futures::future::select(listener, published);
+            let _ = futures::future::select(woken, Box::pin(glommio::timer::sleep(TICK))).await;
         }
     }
 
