@@ -125,6 +125,10 @@ pub struct BrokerConfig {
     pub mirror_failed_retry_max_backoff_ms: i64,
     /// `mirror.failed.retry.max.attempts`: retries before manual intervention (0: none).
     pub mirror_failed_retry_max_attempts: i32,
+    /// `mirror.metadata.refresh.interval.ms`: how often each mirror's metadata sync
+    /// (source cluster id, topic configs, partitions, group offsets) runs, unless the
+    /// mirror sets its own.
+    pub mirror_metadata_refresh_interval_ms: i64,
     /// `transaction.max.timeout.ms`: the longest transaction timeout a producer may ask for.
     pub transaction_max_timeout_ms: i32,
     /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`: how often timed-out
@@ -192,6 +196,7 @@ impl Default for BrokerConfig {
             mirror_failed_retry_initial_backoff_ms: 1000,
             mirror_failed_retry_max_backoff_ms: 300_000,
             mirror_failed_retry_max_attempts: 100,
+            mirror_metadata_refresh_interval_ms: 60_000,
             transaction_max_timeout_ms: 900_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             shards: Vec::new(),
@@ -233,6 +238,7 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "mirror.failed.retry.initial.backoff.ms",
     "mirror.failed.retry.max.backoff.ms",
     "mirror.failed.retry.max.attempts",
+    "mirror.metadata.refresh.interval.ms",
     "transaction.max.timeout.ms",
     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
 ];
@@ -374,6 +380,9 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("mirror.failed.retry.max.attempts") {
             self.mirror_failed_retry_max_attempts = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("mirror.metadata.refresh.interval.ms") {
+            self.mirror_metadata_refresh_interval_ms = int_in(k, &v, POSITIVE_I32)?;
         }
         if let Some((k, v)) = get("transaction.max.timeout.ms") {
             self.transaction_max_timeout_ms = int_in(k, &v, POSITIVE_I32)? as i32;
@@ -865,6 +874,14 @@ mod tests {
         assert_eq!(c.log.max_message_bytes, 1_048_588);
         assert!(c.shards.is_empty());
         assert_eq!(c.log, LogConfig::default());
+    }
+
+    #[test]
+    fn mirror_metadata_refresh_interval() {
+        assert_eq!(parse("").mirror_metadata_refresh_interval_ms, 60_000);
+        let c = parse("\"mirror.metadata.refresh.interval.ms\" = 1000");
+        assert_eq!(c.mirror_metadata_refresh_interval_ms, 1000);
+        parse_err("\"mirror.metadata.refresh.interval.ms\" = 0");
     }
 
     /// Every top-level key, quoted. Each value differs from its default.

@@ -235,6 +235,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 retry_max_backoff_ms: config.mirror_failed_retry_max_backoff_ms.max(1) as u64,
                 retry_max_attempts: config.mirror_failed_retry_max_attempts,
             },
+            controlplane::mirror::sync::MirrorSyncConfig {
+                refresh_interval_ms: config.mirror_metadata_refresh_interval_ms.max(1) as u64,
+            },
         ) {
             Ok(h) => mirror_thread = Some(h),
             Err(e) => {

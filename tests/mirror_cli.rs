@@ -293,13 +293,19 @@ fn mirror_admin_over_the_wire() {
     assert_eq!(row[4], "orders,payments", "{list}");
 
     let describe = ok(twinlog(&dst, &["mirror", "describe", "m"]), &bs);
-    let rows: Vec<&str> = describe.lines().skip(1).collect();
+    // The partition table, then one line per metadata-sync step.
+    let rows: Vec<&str> = describe
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("mirror m sync "))
+        .collect();
     assert_eq!(rows.len(), 5, "{describe}");
     assert!(rows.iter().all(|r| r.starts_with("m ")), "{describe}");
     let json = ok(twinlog(&dst, &["mirror", "describe", "--json"]), &bs);
     let json = json.trim();
     assert!(json.starts_with("{\"mirrors\":[{\"name\":\"m\",\"error_code\":0,\"topics\":[{\"name\":\"orders\",\"partitions\":[{\"partition\":0,\"state\":"), "{json}");
-    assert!(json.ends_with("}]}]}]}"), "{json}");
+    assert!(json.ends_with("}]}]}"), "{json}");
+    assert!(json.contains("}]}],\"sync\":[{\"step\":"), "{json}");
     assert_eq!(json.matches("\"partition\":").count(), 5, "{json}");
     assert_eq!(
         json.matches("\"last_mirrored_epoch\":").count(),

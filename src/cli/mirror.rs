@@ -433,6 +433,7 @@ fn describe(admin: &mut Admin, names: Vec<String>, json: bool) -> Result<(), Cli
         outln!("{}", describe_json(&mirrors));
     } else if mirrors.is_empty() || mirrors.iter().any(|m| m.error_code == 0) {
         out!("{}", describe_table(&mirrors));
+        out!("{}", sync_lines(&mirrors, now_ms()));
     }
     let mut failed = false;
     for m in mirrors.iter().filter(|m| m.error_code != 0) {
@@ -504,6 +505,48 @@ fn describe_table(mirrors: &[DescribedMirror]) -> String {
     out
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// How long ago `at_ms` was, for a person: `never`, `850ms ago`, `12.3s ago`, `4m05s ago`.
+fn ago(now_ms: i64, at_ms: i64) -> String {
+    if at_ms < 0 {
+        return "never".to_string();
+    }
+    let d = now_ms.saturating_sub(at_ms).max(0);
+    if d < 1000 {
+        format!("{d}ms ago")
+    } else if d < 60_000 {
+        format!("{:.1}s ago", d as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s ago", d / 60_000, (d % 60_000) / 1000)
+    }
+}
+
+/// One line per metadata-sync step of each mirror (printed under the partition table).
+fn sync_lines(mirrors: &[DescribedMirror], now_ms: i64) -> String {
+    let mut out = String::new();
+    for m in mirrors.iter().filter(|m| m.error_code == 0) {
+        for s in &m.sync {
+            let _ = writeln!(
+                out,
+                "mirror {} sync {}: last success {}, last error {}",
+                m.mirror_name,
+                s.step,
+                ago(now_ms, s.last_success_ms),
+                s.last_error
+                    .as_deref()
+                    .filter(|e| !e.is_empty())
+                    .unwrap_or("-")
+            );
+        }
+    }
+    out
+}
+
 fn describe_json(mirrors: &[DescribedMirror]) -> String {
     let mirrors: Vec<String> = mirrors
         .iter()
@@ -520,11 +563,24 @@ fn describe_json(mirrors: &[DescribedMirror]) -> String {
                     )
                 })
                 .collect();
+            let sync: Vec<String> = m
+                .sync
+                .iter()
+                .map(|s| {
+                    format!(
+                        "{{\"step\":{},\"last_success_ms\":{},\"last_error\":{}}}",
+                        json_string(&s.step),
+                        s.last_success_ms,
+                        json_opt_string(s.last_error.as_deref())
+                    )
+                })
+                .collect();
             format!(
-                "{{\"name\":{},\"error_code\":{},\"topics\":[{}]}}",
+                "{{\"name\":{},\"error_code\":{},\"topics\":[{}],\"sync\":[{}]}}",
                 json_string(&m.mirror_name),
                 m.error_code,
-                topics.join(",")
+                topics.join(","),
+                sync.join(",")
             )
         })
         .collect();
@@ -855,6 +911,7 @@ fn wait(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dataplane::wire::mirror::MirrorSyncStatus;
 
     fn partition(p: i32, state: &str, src: i64, dst: i64) -> DescribedMirrorPartition {
         DescribedMirrorPartition {
@@ -885,14 +942,47 @@ mod tests {
                 name: "t".into(),
                 partitions: vec![p, partition(1, "STOPPED", -1, 3)],
             }],
+            sync: vec![MirrorSyncStatus {
+                step: "group-offsets".into(),
+                last_success_ms: 5,
+                last_error: Some("e".into()),
+            }],
             ..DescribedMirror::default()
         };
         assert_eq!(
             describe_json(&[m]),
             "{\"mirrors\":[{\"name\":\"m\",\"error_code\":0,\"topics\":[{\"name\":\"t\",\"partitions\":[\
              {\"partition\":0,\"state\":\"MIRRORING\",\"source_offset\":7,\"destination_offset\":5,\"lag\":2,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":\"boom \\\"x\\\"\"},\
-             {\"partition\":1,\"state\":\"STOPPED\",\"source_offset\":-1,\"destination_offset\":3,\"lag\":-1,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":null}]}]}]}"
+             {\"partition\":1,\"state\":\"STOPPED\",\"source_offset\":-1,\"destination_offset\":3,\"lag\":-1,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":null}]}],\
+             \"sync\":[{\"step\":\"group-offsets\",\"last_success_ms\":5,\"last_error\":\"e\"}]}]}"
         );
+    }
+
+    #[test]
+    fn sync_steps_print_one_line_each() {
+        let m = DescribedMirror {
+            mirror_name: "m".into(),
+            sync: vec![
+                MirrorSyncStatus {
+                    step: "cluster-id".into(),
+                    last_success_ms: 10_000,
+                    last_error: None,
+                },
+                MirrorSyncStatus {
+                    step: "group-offsets".into(),
+                    last_success_ms: -1,
+                    last_error: Some("boom".into()),
+                },
+            ],
+            ..DescribedMirror::default()
+        };
+        assert_eq!(
+            sync_lines(&[m], 12_500),
+            "mirror m sync cluster-id: last success 2.5s ago, last error -\n\
+             mirror m sync group-offsets: last success never, last error boom\n"
+        );
+        assert_eq!(ago(100_000, 99_150), "850ms ago");
+        assert_eq!(ago(400_000, 155_000), "4m05s ago");
     }
 
     #[test]

@@ -38,8 +38,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use dataplane::client::SourceCluster;
-use dataplane::client::{ClientError, ClusterMetadata, ConnectionConfig, KafkaConnection};
+use dataplane::client::{
+    ClientError, ClusterMetadata, ConnectionConfig, KafkaConnection, SourceCluster,
+};
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
 use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
 use dataplane::log::config::TOPIC_CONFIG_NAMES;

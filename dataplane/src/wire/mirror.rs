@@ -346,6 +346,28 @@ pub struct DescribedMirrorTopic {
     pub partitions: Vec<DescribedMirrorPartition>,
 }
 
+/// One step of a mirror's periodic metadata sync (Twinlog: source cluster id, topic
+/// configs, partition counts, deleted source topics, group offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSyncStatus {
+    /// The step's name, e.g. `topic-configs`.
+    pub step: String,
+    /// Wall-clock time (ms since the epoch) of the step's last success, -1 never.
+    pub last_success_ms: i64,
+    /// Why the step's latest run failed; `None` once a run succeeds.
+    pub last_error: Option<String>,
+}
+
+impl Default for MirrorSyncStatus {
+    fn default() -> Self {
+        MirrorSyncStatus {
+            step: String::new(),
+            last_success_ms: -1,
+            last_error: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DescribedMirror {
     pub error_code: i16,
@@ -353,6 +375,8 @@ pub struct DescribedMirror {
     /// i32::MIN: not asked for.
     pub authorized_operations: i32,
     pub topics: Vec<DescribedMirrorTopic>,
+    /// tag 0 (Twinlog): the metadata sync's steps, last success and last error.
+    pub sync: Vec<MirrorSyncStatus>,
 }
 
 impl Default for DescribedMirror {
@@ -362,6 +386,7 @@ impl Default for DescribedMirror {
             mirror_name: String::new(),
             authorized_operations: i32::MIN,
             topics: Vec::new(),
+            sync: Vec::new(),
         }
     }
 }
@@ -1288,18 +1313,50 @@ impl Codec for DescribedMirror {
         put_str(buf, &self.mirror_name);
         buf.put_i32(self.authorized_operations);
         put_struct_array(buf, &self.topics);
-        put_no_tags(buf);
+        TaggedFields::default()
+            .field(0, !self.sync.is_empty(), |b| {
+                put_struct_array(b, &self.sync)
+            })
+            .put(buf);
     }
 
     fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let m = DescribedMirror {
+        let mut m = DescribedMirror {
             error_code: get_i16(buf, "ErrorCode")?,
             mirror_name: get_str(buf, "MirrorName")?,
             authorized_operations: get_i32(buf, "AuthorizedOperations")?,
             topics: get_struct_array(buf, "Topics")?,
+            sync: Vec::new(),
         };
-        skip_tags(buf, "DescribedMirror")?;
+        get_tags(buf, "DescribedMirror", |tag, v| {
+            match tag {
+                0 => m.sync = get_struct_array(v, "Sync")?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })?;
         Ok(m)
+    }
+}
+
+impl Codec for MirrorSyncStatus {
+    const MIN_SIZE: usize = 1 + 8 + 1 + 1;
+
+    fn put(&self, buf: &mut BytesMut) {
+        put_str(buf, &self.step);
+        buf.put_i64(self.last_success_ms);
+        put_nullable_str(buf, self.last_error.as_deref());
+        put_no_tags(buf);
+    }
+
+    fn get(buf: &mut Bytes) -> CodecResult<Self> {
+        let s = MirrorSyncStatus {
+            step: get_str(buf, "Step")?,
+            last_success_ms: get_i64(buf, "LastSuccessMs")?,
+            last_error: get_nullable_str(buf, "LastError")?,
+        };
+        skip_tags(buf, "MirrorSyncStatus")?;
+        Ok(s)
     }
 }
 
@@ -1948,14 +2005,30 @@ mod tests {
     fn described_mirror() -> impl Strategy<Value = DescribedMirror> {
         let topic = (name(), vec(described_partition(), 0..3))
             .prop_map(|(name, partitions)| DescribedMirrorTopic { name, partitions });
-        (any::<i16>(), name(), any::<i32>(), vec(topic, 0..3)).prop_map(
-            |(error_code, mirror_name, authorized_operations, topics)| DescribedMirror {
-                error_code,
-                mirror_name,
-                authorized_operations,
-                topics,
-            },
+        let sync =
+            (name(), any::<i64>(), opt_name()).prop_map(|(step, last_success_ms, last_error)| {
+                MirrorSyncStatus {
+                    step,
+                    last_success_ms,
+                    last_error,
+                }
+            });
+        (
+            any::<i16>(),
+            name(),
+            any::<i32>(),
+            vec(topic, 0..3),
+            vec(sync, 0..3),
         )
+            .prop_map(
+                |(error_code, mirror_name, authorized_operations, topics, sync)| DescribedMirror {
+                    error_code,
+                    mirror_name,
+                    authorized_operations,
+                    topics,
+                    sync,
+                },
+            )
     }
 
     fn lme_result() -> impl Strategy<Value = LmeResult> {
@@ -2230,6 +2303,68 @@ mod tests {
     }
 
     #[test]
+    fn golden_described_mirror_with_sync_status() {
+        let m = DescribedMirror {
+            error_code: 0,
+            mirror_name: "m".into(),
+            authorized_operations: i32::MIN,
+            topics: Vec::new(),
+            sync: vec![MirrorSyncStatus {
+                step: "s".into(),
+                last_success_ms: 7,
+                last_error: Some("e".into()),
+            }],
+        };
+        #[rustfmt::skip]
+        let expected: &[u8] = &[
+            0, 0,                       // ErrorCode
+            0x02, b'm',                 // MirrorName "m"
+            0x80, 0, 0, 0,              // AuthorizedOperations: i32::MIN
+            0x01,                       // Topics: empty compact array
+            0x01,                       // tagged fields: 1
+            0x00, 0x0e,                 //   tag 0 (Sync), 14 bytes:
+            0x02,                       //     compact array, 1 + 1 elements
+            0x02, b's',                 //     Step "s"
+            0, 0, 0, 0, 0, 0, 0, 7,     //     LastSuccessMs 7
+            0x02, b'e',                 //     LastError "e"
+            0x00,                       //     the element's tagged fields: none
+        ];
+        let mut buf = BytesMut::new();
+        m.put(&mut buf);
+        assert_eq!(&buf[..], expected);
+        let mut bytes = Bytes::from_static(expected);
+        assert_eq!(DescribedMirror::get(&mut bytes), Ok(m.clone()));
+        assert!(bytes.is_empty());
+        // Without sync steps nothing is written for tag 0: an older reader sees the
+        // same bytes as before the field existed.
+        let mut buf = BytesMut::new();
+        DescribedMirror {
+            sync: Vec::new(),
+            ..m
+        }
+        .put(&mut buf);
+        assert_eq!(&buf[..], &[0, 0, 0x02, b'm', 0x80, 0, 0, 0, 0x01, 0x00]);
+        // A response carrying sync steps round-trips through the public codec.
+        let r = MirrorResponse::DescribeMirrors(DescribeMirrorsResponse {
+            mirrors: vec![DescribedMirror {
+                mirror_name: "m".into(),
+                sync: vec![
+                    MirrorSyncStatus::default(),
+                    MirrorSyncStatus {
+                        step: "group-offsets".into(),
+                        last_success_ms: 1_700_000_000_000,
+                        last_error: None,
+                    },
+                ],
+                ..DescribedMirror::default()
+            }],
+            ..DescribeMirrorsResponse::default()
+        });
+        let mut bytes = encode_response(&r);
+        assert_eq!(MirrorResponse::decode(99, &mut bytes), Ok(r));
+    }
+
+    #[test]
     fn unknown_tags_are_skipped() {
         // DeleteMirror "m", offset 1, then tags 0 (1 byte) and 7 (3 bytes): DeleteMirror
         // knows no tag.
@@ -2360,6 +2495,7 @@ mod tests {
             }),
             min_size_of(DescribedMirrorTopic::default()),
             min_size_of(DescribedMirror::default()),
+            min_size_of(MirrorSyncStatus::default()),
             min_size_of(LmePartition::default()),
             min_size_of(LmeResult::default()),
             min_size_of(DescribeMirrorsResponse::default()),
