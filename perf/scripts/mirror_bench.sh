@@ -12,9 +12,10 @@ BIN=${1:-target/release/twinlog}
 RECORDS=${2:-300000}
 PY=${PY:-.venv/bin/python}
 DIR=$(mktemp -d /tmp/twinlog-mirror-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$DIR"' EXIT
-A=127.0.0.1:19501
-B=127.0.0.1:19502
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DIR"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+A=127.0.0.1:$(free_port)
+B=127.0.0.1:$(free_port)
 cat > "$DIR/c.toml" <<TOML
 "mirror.state.topic.num.partitions" = 8
 "num.partitions" = 8

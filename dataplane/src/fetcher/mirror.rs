@@ -31,6 +31,8 @@ use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
 use crate::wire::RecordBatch;
 
+mod lag;
+
 /// Bump the destination epoch when a mirrored batch epoch comes this close to it
 /// (reference §6.5, `LEADER_EPOCH_BUMP_THRESHOLD`).
 const EPOCH_BUMP_THRESHOLD: i32 = 3;
@@ -48,6 +50,8 @@ struct PartitionFetchState {
     retry_at: Option<Instant>,
     /// Consecutive errors, for the backoff and for giving up.
     errors: u32,
+    /// When the source was last asked for this partition's newest timestamp (lag).
+    lag_probed_at: Option<Instant>,
 }
 
 impl PartitionFetchState {
@@ -60,9 +64,11 @@ impl PartitionFetchState {
                 source_leader_epoch: -1,
                 last_error: None,
                 truncated_records: 0,
+                lag_ms: -1,
             },
             retry_at: None,
             errors: 0,
+            lag_probed_at: None,
         }
     }
 }
@@ -193,6 +199,9 @@ impl MirrorFetcher {
         );
         connection.response_bytes_max =
             (self.config.fetch_response_max_bytes as usize).saturating_mul(2) + (1 << 20);
+        let extra_config = connection.clone();
+        // Connections beyond the pooled one, per (source broker, slot).
+        let mut extra: HashMap<(i32, usize), KafkaConnection> = HashMap::new();
         let mut cluster = match SourceCluster::new(&self.config.bootstrap_servers, connection) {
             Ok(c) => c,
             Err(e) => {
@@ -335,21 +344,67 @@ impl MirrorFetcher {
                 if fetching.is_empty() {
                     continue;
                 }
-                match self.fetch_once(&ctx, conn, &meta, &fetching).await {
-                    Ok(refresh) => {
-                        if refresh {
+                // Split the partitions over several connections so several Fetch
+                // requests are in flight to this broker.
+                let slots = self.config.fetch_connections.min(fetching.len()).max(1);
+                let mut groups: Vec<Vec<TopicPartition>> = vec![Vec::new(); slots];
+                for (i, tp) in fetching.into_iter().enumerate() {
+                    groups[i % slots].push(tp);
+                }
+                let mut extras: Vec<(usize, KafkaConnection)> = Vec::new();
+                for (slot, group) in groups.iter().enumerate().skip(1) {
+                    let existing = extra.remove(&(leader, slot)).filter(|c| !c.is_broken());
+                    let made = match existing {
+                        Some(c) => Ok(c),
+                        None => match meta.brokers.get(&leader) {
+                            Some(addr) => KafkaConnection::connect_with(addr, &extra_config).await,
+                            None => Err(ClientError::UnknownBroker { broker_id: leader }),
+                        },
+                    };
+                    match made {
+                        Ok(c) => extras.push((slot, c)),
+                        Err(e) => {
+                            for tp in group {
+                                self.backoff(
+                                    tp,
+                                    format!("connecting to source broker {leader}: {e}"),
+                                );
+                            }
+                        }
+                    }
+                }
+                let mut calls = Vec::with_capacity(slots);
+                calls.push(Box::pin(self.fetch_once(&ctx, conn, &meta, &groups[0])));
+                for (slot, c) in extras.iter_mut() {
+                    calls.push(Box::pin(self.fetch_once(&ctx, c, &meta, &groups[*slot])));
+                }
+                let outcomes = futures::future::join_all(calls).await;
+                let mut slots_used = vec![0usize];
+                slots_used.extend(extras.iter().map(|(slot, _)| *slot));
+                let mut broken = false;
+                for (slot, outcome) in slots_used.iter().zip(outcomes) {
+                    match outcome {
+                        Ok(refresh) => {
+                            if refresh {
+                                metadata = None;
+                            }
+                        }
+                        Err(e) => {
+                            for tp in &groups[*slot] {
+                                self.backoff(tp, format!("fetch from source broker {leader}: {e}"));
+                            }
+                            broken |= *slot == 0 && e.breaks_connection();
                             metadata = None;
                         }
                     }
-                    Err(e) => {
-                        for tp in &fetching {
-                            self.backoff(tp, format!("fetch from source broker {leader}: {e}"));
-                        }
-                        if e.breaks_connection() {
-                            cluster.invalidate(leader);
-                        }
-                        metadata = None;
+                }
+                for (slot, c) in extras {
+                    if !c.is_broken() {
+                        extra.insert((leader, slot), c);
                     }
+                }
+                if broken {
+                    cluster.invalidate(leader);
                 }
             }
         }
@@ -584,7 +639,9 @@ impl MirrorFetcher {
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(topics);
+        let started = Instant::now();
         let response = conn.send(&request, version).await?;
+        crate::metrics::mirror(&self.config.mirror, ctx.id).fetch_done(started);
         if response.error_code != 0 {
             for tp in tps {
                 self.backoff(tp, format!("Fetch: {}", error_name(response.error_code)));
@@ -653,6 +710,7 @@ impl MirrorFetcher {
                 self.backoff(&tp, format!("offset out of range: {e}"));
             }
         }
+        self.probe_lag(ctx, conn, tps).await;
         Ok(refresh)
     }
 
@@ -668,6 +726,8 @@ impl MirrorFetcher {
             message,
             retryable: false,
         })?;
+        crate::metrics::mirror(&self.config.mirror, ctx.id)
+            .fetched(records.len(), crate::metrics::record_count(&batches));
         if batches.is_empty() {
             return self.follow_log_start(ctx, tp, source_log_start).await;
         }
@@ -737,6 +797,10 @@ impl MirrorFetcher {
                 message: format!("appending mirrored batches: {e}"),
                 retryable: !matches!(e, crate::log::LogError::InvalidBatch { .. }),
             })?;
+        crate::metrics::mirror(&self.config.mirror, ctx.id).appended(
+            complete_len - start,
+            crate::metrics::record_count(&batches[first..]),
+        );
         let new_end = log.log_end_offset();
         log.update_high_watermark(new_end);
         if source_log_start > log.log_start_offset().0 {

@@ -47,6 +47,10 @@ pub struct MirrorFetchConfig {
     pub fetch_backoff_ms: u64,
     pub request_timeout_ms: u64,
     pub connect_timeout_ms: u64,
+    /// Connections (so Fetch requests in flight) per source broker per shard
+    /// (`mirror.fetch.connections`): a shard's partitions led by one source broker are
+    /// split across them.
+    pub fetch_connections: usize,
 }
 
 impl MirrorFetchConfig {
@@ -74,6 +78,7 @@ impl MirrorFetchConfig {
             request_timeout_ms: int("request.timeout.ms", 30_000).clamp(100, 600_000) as u64,
             connect_timeout_ms: int("socket.connection.setup.timeout.ms", 10_000)
                 .clamp(100, 600_000) as u64,
+            fetch_connections: int("mirror.fetch.connections", 2).clamp(1, 8) as usize,
         }
     }
 }
@@ -92,6 +97,9 @@ pub struct MirrorPartitionStatus {
     /// Offsets the fetcher discarded where the source's history diverged from the
     /// local log (failback: the old primary's unreplicated tail).
     pub truncated_records: i64,
+    /// The source's newest record timestamp minus the newest mirrored one, in ms (the
+    /// RPO), probed about once a second; -1 unknown.
+    pub lag_ms: i64,
 }
 
 /// Per-shard owner of mirror fetchers and of the read-only gate's view.
