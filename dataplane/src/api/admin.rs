@@ -124,6 +124,9 @@ pub fn topic_configs_with_source(
     describe_topic_config(log_config)
         .into_iter()
         .map(|(name, value)| {
+            // Configs that do not change the log (cleanup.policy, compression.type, ...)
+            // are not in the LogConfig: report what was set.
+            let value = explicit.get(name).cloned().unwrap_or(value);
             let kafka_default = defaults
                 .iter()
                 .find(|(n, _)| *n == name)
