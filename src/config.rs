@@ -84,6 +84,9 @@ pub struct BrokerConfig {
     /// `advertised.listeners`: the address put in Metadata responses; `None` means
     /// `listen`.
     pub advertised_listen: Option<SocketAddr>,
+    /// `metrics.listen` (Twinlog): where the Prometheus endpoint (`GET /metrics`) binds,
+    /// `host:port`; `None` (the default, or an empty string) leaves it off.
+    pub metrics_listen: Option<SocketAddr>,
     /// `log.dirs` (or `log.dir`): the one directory holding every partition log.
     pub data_dir: PathBuf,
     /// `num.partitions`: partitions of an auto-created topic or a CreateTopics request
@@ -178,6 +181,7 @@ impl Default for BrokerConfig {
             node_id: 0,
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
             advertised_listen: None,
+            metrics_listen: None,
             data_dir: PathBuf::from("./data"),
             num_partitions: 1,
             default_replication_factor: 1,
@@ -209,6 +213,7 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "node.id",
     "listeners",
     "advertised.listeners",
+    "metrics.listen",
     "log.dirs",
     "log.dir",
     "num.partitions",
@@ -323,6 +328,16 @@ impl BrokerConfig {
                 return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
             }
             self.advertised_listen = Some(addr);
+        }
+        if let Some((k, v)) = get("metrics.listen") {
+            let raw = v.string(k, METRICS_LISTEN_EXPECTED)?;
+            self.metrics_listen = match raw.trim() {
+                "" => None,
+                text => Some(
+                    parse_listener(k, text)
+                        .map_err(|_| bad_value(k, &v, METRICS_LISTEN_EXPECTED))?,
+                ),
+            };
         }
         // Kafka: `log.dirs` wins over `log.dir`.
         for name in ["log.dir", "log.dirs"] {
@@ -705,6 +720,8 @@ fn flatten(
 
 const LISTENER_EXPECTED: &str =
     "one PLAINTEXT listener, host:port or PLAINTEXT://host:port, with an IP address or localhost as host";
+const METRICS_LISTEN_EXPECTED: &str =
+    "host:port for the Prometheus endpoint (an IP address or localhost), or \"\" for off";
 const ADVERTISED_EXPECTED: &str =
     "an address clients can connect to (not a wildcard address, not port 0)";
 
@@ -1126,6 +1143,24 @@ mod tests {
                 other => panic!("{bad}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn metrics_listen_is_off_unless_set() {
+        assert_eq!(parse("").metrics_listen, None);
+        assert_eq!(parse(r#""metrics.listen" = """#).metrics_listen, None);
+        assert_eq!(
+            parse(r#""metrics.listen" = "127.0.0.1:9404""#).metrics_listen,
+            Some(addr("127.0.0.1:9404"))
+        );
+        assert_eq!(
+            parse("[metrics]\nlisten = \"localhost:9404\"").metrics_listen,
+            Some(addr("127.0.0.1:9404"))
+        );
+        let e = parse_err(r#""metrics.listen" = "metrics.example.com:9404""#);
+        assert!(e.to_string().contains("metrics.listen"), "{e}");
+        let e = parse_err(r#""metrics.listen" = 9404"#);
+        assert!(e.to_string().contains("metrics.listen"), "{e}");
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub enum ServeError {
     Executor { core: usize, message: String },
     #[error("shard on core {core} failed to start: {message}")]
     ShardStart { core: usize, message: String },
+    #[error("metrics endpoint (metrics.listen): {0}")]
+    Metrics(#[from] controlplane::metrics_http::MetricsHttpError),
 }
 
 pub fn run(args: ServeArgs) -> Result<(), ServeError> {
@@ -93,6 +95,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 
     let shards = config.shards.len();
     let (router, receivers) = ShardRouter::new(shards, SHARD_QUEUE_MAX);
+    let _metrics = config
+        .metrics_listen
+        .map(|addr| controlplane::metrics_http::start(addr, router.clone()))
+        .transpose()?;
     let advertised = config.advertised();
     let metadata = Arc::new(MetadataCell::new(MetadataImage::empty(
         String::new(),
@@ -310,6 +316,7 @@ async fn run_shard(
     let txn_runtime = TxnRuntime::new(txn_config);
     ctx.set_txn_runtime(Rc::clone(&txn_runtime));
     glommio::spawn_local(Rc::clone(&ctx).run_jobs(jobs)).detach();
+    glommio::spawn_local(dataplane::metrics::run_shard_sampler(Rc::clone(&ctx))).detach();
     // Open the partitions this shard owns.
     let mut opened = 0usize;
     for p in controlplane::topics_to_open(&metadata.load())

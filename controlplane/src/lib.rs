@@ -10,6 +10,7 @@
 pub mod controller;
 pub mod meta_properties;
 pub mod metadata_log;
+pub mod metrics_http;
 pub mod mirror;
 pub mod mirror_admin;
 pub mod state;

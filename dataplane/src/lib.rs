@@ -12,6 +12,7 @@ pub mod fetcher;
 pub mod group;
 pub mod log;
 pub mod metadata;
+pub mod metrics;
 pub mod net;
 pub mod shard;
 pub mod txn;

@@ -471,6 +471,7 @@ fn describe_table(mirrors: &[DescribedMirror]) -> String {
                     or_dash(p.source_offset),
                     or_dash(p.destination_offset),
                     or_dash(p.lag),
+                    or_dash(p.lag_ms),
                     p.retry_attempt.to_string(),
                     or_dash(p.truncated_records),
                     or_dash(i64::from(p.last_mirrored_epoch)),
@@ -492,6 +493,7 @@ fn describe_table(mirrors: &[DescribedMirror]) -> String {
             "SOURCE-END",
             "LOCAL-END",
             "LAG",
+            "LAG-MS",
             "RETRIES",
             "TRUNCATED",
             "LME",
@@ -589,12 +591,13 @@ fn describe_json(mirrors: &[DescribedMirror]) -> String {
 
 fn partition_json(p: &DescribedMirrorPartition) -> String {
     format!(
-        "{{\"partition\":{},\"state\":{},\"source_offset\":{},\"destination_offset\":{},\"lag\":{},\"retry_attempt\":{},\"truncated_records\":{},\"last_mirrored_epoch\":{},\"error\":{}}}",
+        "{{\"partition\":{},\"state\":{},\"source_offset\":{},\"destination_offset\":{},\"lag\":{},\"lag_ms\":{},\"retry_attempt\":{},\"truncated_records\":{},\"last_mirrored_epoch\":{},\"error\":{}}}",
         p.partition,
         json_string(&p.state),
         p.source_offset,
         p.destination_offset,
         p.lag,
+        p.lag_ms,
         p.retry_attempt,
         p.truncated_records,
         p.last_mirrored_epoch,
@@ -952,8 +955,8 @@ mod tests {
         assert_eq!(
             describe_json(&[m]),
             "{\"mirrors\":[{\"name\":\"m\",\"error_code\":0,\"topics\":[{\"name\":\"t\",\"partitions\":[\
-             {\"partition\":0,\"state\":\"MIRRORING\",\"source_offset\":7,\"destination_offset\":5,\"lag\":2,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":\"boom \\\"x\\\"\"},\
-             {\"partition\":1,\"state\":\"STOPPED\",\"source_offset\":-1,\"destination_offset\":3,\"lag\":-1,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":null}]}],\
+             {\"partition\":0,\"state\":\"MIRRORING\",\"source_offset\":7,\"destination_offset\":5,\"lag\":2,\"lag_ms\":-1,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":\"boom \\\"x\\\"\"},\
+             {\"partition\":1,\"state\":\"STOPPED\",\"source_offset\":-1,\"destination_offset\":3,\"lag\":-1,\"lag_ms\":-1,\"retry_attempt\":0,\"truncated_records\":-1,\"last_mirrored_epoch\":-1,\"error\":null}]}],\
              \"sync\":[{\"step\":\"group-offsets\",\"last_success_ms\":5,\"last_error\":\"e\"}]}]}"
         );
     }

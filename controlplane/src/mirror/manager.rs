@@ -1175,8 +1175,8 @@ impl MirrorManager {
                     let entry = self.coordinator.entry(&name, topic.id, tp.partition);
                     let state = MirrorPartitionState::from_code(entry.state)
                         .unwrap_or(MirrorPartitionState::Unknown);
-                    let (local_end, source_hw, last_error, fetcher_cut) =
-                        progress.get(tp).cloned().unwrap_or((-1, -1, None, 0));
+                    let (local_end, source_hw, last_error, fetcher_cut, lag_ms) =
+                        progress.get(tp).cloned().unwrap_or((-1, -1, None, 0, -1));
                     let source_hw = if matches!(state, MirrorPartitionState::Stopped) {
                         -1
                     } else {
@@ -1200,6 +1200,7 @@ impl MirrorManager {
                             entry.truncated_records.max(0) + fetcher_cut
                         },
                         last_mirrored_epoch: self.coordinator.lme(&name, topic.id, tp.partition),
+                        lag_ms: if source_hw >= 0 { lag_ms } else { -1 },
                     });
                 }
                 described.topics.push(t);
@@ -1209,13 +1210,13 @@ impl MirrorManager {
         response
     }
 
-    /// (local log end, source high watermark, fetcher's last error) per partition,
-    /// asked of each owning shard once.
+    /// (local log end, source high watermark, fetcher's last error, records the fetcher
+    /// truncated, lag in ms) per partition, asked of each owning shard once.
     async fn progress(
         &self,
         image: &MetadataImage,
         tps: &[TopicPartition],
-    ) -> HashMap<TopicPartition, (i64, i64, Option<String>, i64)> {
+    ) -> HashMap<TopicPartition, (i64, i64, Option<String>, i64, i64)> {
         let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
         for tp in tps {
             if let Some(p) = image.partition(tp) {
@@ -1239,8 +1240,9 @@ impl MirrorManager {
                         let status = ctx.mirror_fetchers.status(&tp);
                         let hw = status.as_ref().map_or(-1, |s| s.source_high_watermark);
                         let cut = status.as_ref().map_or(0, |s| s.truncated_records);
+                        let lag_ms = status.as_ref().map_or(-1, |s| s.lag_ms);
                         let err = status.and_then(|s| s.last_error);
-                        rows.push((tp, (end, hw, err, cut)));
+                        rows.push((tp, (end, hw, err, cut, lag_ms)));
                     }
                     rows
                 })

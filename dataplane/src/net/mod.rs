@@ -131,7 +131,8 @@ async fn serve_connection(
                 break;
             }
         };
-        match handle_frame(&ctx, frame, &peer).await {
+        let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
+        match timer.finish(handle_frame(&ctx, frame, &peer).await) {
             Ok(Some(response)) => {
                 if let Err(e) = stream.write_all(&response).await {
                     if !is_disconnect(&e) {
@@ -236,6 +237,7 @@ pub async fn handle_frame(
     let Some(response) = api::handle(ctx, &header, request).await else {
         return Ok(None);
     };
+    crate::metrics::record_response_errors(ctx.id, &response);
     encode_response(key, version, correlation_id, &response).map(Some)
 }
 

@@ -60,6 +60,19 @@ impl ShardRouter {
         self.senders.len()
     }
 
+    /// Jobs waiting in `shard`'s queue (metrics; 0 for an unknown shard).
+    pub fn queue_len(&self, shard: usize) -> usize {
+        self.senders.get(shard).map_or(0, |s| s.len())
+    }
+
+    /// The bound of `shard`'s queue (metrics; 0 for an unknown shard).
+    pub fn queue_capacity(&self, shard: usize) -> usize {
+        self.senders
+            .get(shard)
+            .and_then(|s| s.capacity())
+            .unwrap_or(0)
+    }
+
     /// Runs `f` on `shard` and returns its result. Waits (asynchronously) when the
     /// shard's queue is full: the bound is the back-pressure between shards.
     pub async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>

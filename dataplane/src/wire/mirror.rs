@@ -322,6 +322,9 @@ pub struct DescribedMirrorPartition {
     pub truncated_records: i64,
     /// tag 1 (Twinlog): the last mirrored epoch recorded at STOPPING, -1 none.
     pub last_mirrored_epoch: i32,
+    /// tag 2 (Twinlog): the source's newest record timestamp minus the newest mirrored
+    /// one, in ms, -1 unknown.
+    pub lag_ms: i64,
 }
 
 impl Default for DescribedMirrorPartition {
@@ -336,6 +339,7 @@ impl Default for DescribedMirrorPartition {
             error_message: None,
             truncated_records: -1,
             last_mirrored_epoch: -1,
+            lag_ms: -1,
         }
     }
 }
@@ -1260,6 +1264,7 @@ impl Codec for DescribedMirrorPartition {
                 self.last_mirrored_epoch != default.last_mirrored_epoch,
                 |b| b.put_i32(self.last_mirrored_epoch),
             )
+            .field(2, self.lag_ms != default.lag_ms, |b| b.put_i64(self.lag_ms))
             .put(buf);
     }
 
@@ -1278,6 +1283,7 @@ impl Codec for DescribedMirrorPartition {
             match tag {
                 0 => p.truncated_records = get_i64(v, "TruncatedRecords")?,
                 1 => p.last_mirrored_epoch = get_i32(v, "LastMirroredEpoch")?,
+                2 => p.lag_ms = get_i64(v, "LagMs")?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -1981,13 +1987,14 @@ mod tests {
             (
                 prop_oneof![Just(-1), any::<i64>()],
                 prop_oneof![Just(-1), any::<i32>()],
+                prop_oneof![Just(-1), any::<i64>()],
             ),
         )
             .prop_map(
                 |(
                     (partition, source_offset, destination_offset, lag),
                     (state, retry_attempt, error_message),
-                    (truncated_records, last_mirrored_epoch),
+                    (truncated_records, last_mirrored_epoch, lag_ms),
                 )| DescribedMirrorPartition {
                     partition,
                     source_offset,
@@ -1998,6 +2005,7 @@ mod tests {
                     error_message,
                     truncated_records,
                     last_mirrored_epoch,
+                    lag_ms,
                 },
             )
     }
@@ -2362,6 +2370,40 @@ mod tests {
         });
         let mut bytes = encode_response(&r);
         assert_eq!(MirrorResponse::decode(99, &mut bytes), Ok(r));
+    }
+
+    #[test]
+    fn golden_described_partition_lag_ms_is_tag_2() {
+        let p = DescribedMirrorPartition {
+            partition: 1,
+            source_offset: 10,
+            destination_offset: 7,
+            lag: 3,
+            state: "MIRRORING".into(),
+            lag_ms: 1500,
+            ..DescribedMirrorPartition::default()
+        };
+        let mut expected: Vec<u8> = Vec::new();
+        expected.extend_from_slice(&1i32.to_be_bytes()); // PartitionIndex
+        expected.extend_from_slice(&10i64.to_be_bytes()); // SourceOffset
+        expected.extend_from_slice(&7i64.to_be_bytes()); // DestinationOffset
+        expected.extend_from_slice(&3i64.to_be_bytes()); // Lag
+        expected.push(10); // StateValue: compact string of 9 bytes
+        expected.extend_from_slice(b"MIRRORING");
+        expected.extend_from_slice(&[0, 0]); // RetryAttempt
+        expected.push(0); // ErrorMessage: null
+        expected.extend_from_slice(&[1, 2, 8]); // one tagged field: tag 2, 8 bytes
+        expected.extend_from_slice(&1500i64.to_be_bytes()); // LagMs
+        let mut buf = BytesMut::new();
+        p.put(&mut buf);
+        assert_eq!(&buf[..], &expected[..]);
+        let mut bytes = Bytes::from(expected);
+        assert_eq!(DescribedMirrorPartition::get(&mut bytes), Ok(p.clone()));
+        assert!(bytes.is_empty());
+        // Unknown (-1) is the default: nothing is written for tag 2.
+        let mut buf = BytesMut::new();
+        DescribedMirrorPartition { lag_ms: -1, ..p }.put(&mut buf);
+        assert_eq!(buf.last(), Some(&0u8), "no tagged fields");
     }
 
     #[test]
