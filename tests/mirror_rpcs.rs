@@ -191,3 +191,76 @@ fn state_rpcs_fencing_list_describe_and_read_only_delete_records() {
         .iter()
         .all(|p| p.last_mirrored_epoch == -1));
 }
+
+/// Changing a mirror's connection settings (IncrementalAlterConfigs on resource type 64)
+/// restarts its fetchers with the new settings; mirroring goes on.
+#[test]
+fn changing_mirror_connection_configs_restarts_the_fetchers() {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    let a = Broker::start(CONFIG);
+    let b = Broker::start(CONFIG);
+    let created = run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+            .args([
+                "topic",
+                "create",
+                "t",
+                "--partitions",
+                "2",
+                "--bootstrap-server",
+            ])
+            .arg(a.bootstrap()),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(created.success(), "{}", created.describe());
+    assert_eq!(
+        create_mirror(&b.bootstrap(), "m", &a.bootstrap(), &[]).error_code,
+        0
+    );
+    assert_eq!(add_topics(&b.bootstrap(), "m", &["t"]).error_code, 0);
+    wait_for(
+        &b.bootstrap(),
+        "m",
+        "MIRRORING",
+        Duration::from_secs(30),
+        |d| all_in(d, "MIRRORING"),
+    );
+    let started = |log: &str| log.matches("mirror fetcher started").count();
+    let before = started(&b.log());
+    assert!(before >= 1, "{}", b.log_tail(20));
+    let mut conn = connect(&b.bootstrap());
+    let r = conn
+        .send(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(64)
+                    .with_resource_name(kafka_protocol::protocol::StrBytes::from_static_str("m"))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(kafka_protocol::protocol::StrBytes::from_static_str(
+                            "fetch.max.bytes",
+                        ))
+                        .with_config_operation(0)
+                        .with_value(Some(
+                            kafka_protocol::protocol::StrBytes::from_static_str("65536"),
+                        ))]),
+            ]),
+            1,
+        )
+        .expect("alter");
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+    let start = std::time::Instant::now();
+    while started(&b.log()) <= before {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "fetchers not restarted:\n{}",
+            b.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let d = describe(&b.bootstrap(), "m");
+    assert!(all_in(&d, "MIRRORING"), "{d:#?}");
+}
