@@ -780,3 +780,78 @@ fn mirror_from_tansu() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Source partition leaders move (librdkafka mock cluster driven through its mock API):
+/// the fetcher follows the new leaders through NOT_LEADER_OR_FOLLOWER and a metadata
+/// refresh, with no gap and no duplicate.
+#[test]
+fn mirror_follows_source_leader_moves() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "leader moves",
+    ) {
+        return;
+    }
+    let mut mock = Command::new(&py)
+        .arg("-u")
+        .arg(client_script("mock_leader_moves.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mock cluster");
+    let mut stdin = mock.stdin.take().expect("stdin");
+    let mut out = BufReader::new(mock.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut next_line = |out: &mut BufReader<std::process::ChildStdout>| {
+        line.clear();
+        out.read_line(&mut line).expect("mock line");
+        line.clone()
+    };
+    let first = next_line(&mut out);
+    let at = first.find("\"bootstrap\": \"").expect("bootstrap") + 14;
+    let bootstrap: String = first[at..].chars().take_while(|c| *c != '"').collect();
+    writeln!(stdin, "produce 2000 a").expect("command");
+    assert_eq!(json_field(&next_line(&mut out), "acked"), 2000);
+    let b = Broker::start(BROKER_CONFIG);
+    assert_eq!(
+        create_mirror(&b.bootstrap(), "mv", &bootstrap, &[]).error_code,
+        0
+    );
+    assert_eq!(add_topics(&b.bootstrap(), "mv", &["moving"]).error_code, 0);
+    let total = |d: &DescribedMirror| {
+        partitions(d)
+            .values()
+            .map(|p| p.destination_offset.max(0))
+            .sum::<i64>()
+    };
+    wait_for(
+        &b.bootstrap(),
+        "mv",
+        "2000 records",
+        Duration::from_secs(60),
+        |d| total(d) == 2000,
+    );
+    for round in 0..3 {
+        writeln!(stdin, "move").expect("command");
+        assert_eq!(json_field(&next_line(&mut out), "moved"), 4);
+        writeln!(stdin, "produce 1000 r{round}").expect("command");
+        assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    }
+    let d = wait_for(
+        &b.bootstrap(),
+        "mv",
+        "5000 records",
+        Duration::from_secs(60),
+        |d| total(d) == 5000 && all_in(d, "MIRRORING"),
+    );
+    assert_eq!(total(&d), 5000);
+    let seen = consume(&py, &b, "moving", 4);
+    assert_eq!(json_field(&seen, "count"), 5000, "{seen}");
+    assert_eq!(json_field(&seen, "duplicates"), 0);
+    drop(stdin);
+    let _ = mock.wait();
+}
