@@ -124,14 +124,14 @@ pub fn run(args: &CeilingsArgs) -> Result<(), CeilingsError> {
 
 /// What the numbers were measured on.
 #[derive(Debug)]
-struct Machine {
-    cpu_model: String,
-    cpus: usize,
-    kernel: String,
+pub(crate) struct Machine {
+    pub(crate) cpu_model: String,
+    pub(crate) cpus: usize,
+    pub(crate) kernel: String,
 }
 
 impl Machine {
-    fn describe() -> Machine {
+    pub(crate) fn describe() -> Machine {
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|info| {
