@@ -855,3 +855,133 @@ fn mirror_follows_source_leader_moves() {
     drop(stdin);
     let _ = mock.wait();
 }
+
+/// The disaster case: a transaction is open on the source when the source dies. The
+/// failover works with the source unreachable, cuts the open transaction's records (the
+/// log is truncated to its last stable offset), keeps every committed record, and the
+/// destination's partition epoch covers every mirrored batch epoch.
+#[test]
+fn failover_with_an_open_transaction_and_the_source_down() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "disaster failover",
+    ) {
+        return;
+    }
+    let mut a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let topic = "payments";
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "4000",
+            "--txn-rounds",
+            "2",
+        ],
+    );
+    start_mirror(&b, "dr", &a, &[topic]);
+    wait_caught_up(&b, "dr", &a, topic, 8);
+    // A transaction stays open on the source; the mirror copies its records.
+    let mut open = spawn_python(
+        &py,
+        "mirror_load.py",
+        &[
+            "--bootstrap",
+            &a.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--txn-rounds",
+            "1",
+            "--txn-records",
+            "200",
+            "--txn-id",
+            "open-txn",
+            "--open-txn",
+            "--prefix",
+            "open",
+        ],
+        a.dir(),
+        "open-txn",
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let out = std::fs::read_to_string(a.dir().join("open-txn.stdout")).unwrap_or_default();
+        if out.contains("\"open\": true") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "open transaction not started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    wait_caught_up(&b, "dr", &a, topic, 8);
+    // The source dies with the transaction open.
+    a.kill9();
+    let _ = open.kill();
+    let _ = open.wait();
+    let d = failover(&b, "dr", topic);
+    // (The topic was auto-created with 8 partitions; the load writes to 4 of them.)
+    for p in partitions(&d).values().filter(|p| p.partition < 4) {
+        assert!(p.last_mirrored_epoch >= 0, "{p:?}");
+    }
+    // Epoch invariant: Metadata's leader epoch is above every batch epoch in the log.
+    let mut conn = connect(&b.bootstrap());
+    let meta = conn
+        .send(
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(None),
+            12,
+        )
+        .expect("metadata");
+    let t = meta
+        .topics
+        .iter()
+        .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic))
+        .expect("topic");
+    for p in &t.partitions {
+        let max_batch_epoch = read_log(&b.bootstrap(), topic, p.partition_index)
+            .iter()
+            .map(|x| x.partition_leader_epoch().0)
+            .max()
+            .unwrap_or(-1);
+        assert!(
+            p.leader_epoch >= max_batch_epoch,
+            "partition {} epoch {} < batch epoch {max_batch_epoch}",
+            p.partition_index,
+            p.leader_epoch
+        );
+    }
+    let out = load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "1000",
+            "--prefix",
+            "post",
+        ],
+    );
+    assert_eq!(json_field(&out, "acked"), 1000);
+    let seen = consume(&py, &b, topic, 4);
+    assert!(
+        !seen.contains("\"open\""),
+        "the open transaction is cut: {seen}"
+    );
+    assert!(seen.contains("\"post\": 1000"), "{seen}");
+    // 4000 idempotent + the committed round (50) of the first run.
+    assert!(seen.contains("\"r\": 4050"), "{seen}");
+    assert_eq!(json_field(&seen, "duplicates"), 0);
+}
