@@ -941,13 +941,21 @@ pub fn split_batches(records: &Bytes) -> Result<(Vec<RecordBatch>, usize), Strin
     let mut at = 0usize;
     while records.len() - at >= layout::LOG_OVERHEAD {
         let rest = &records[at..];
+        // A batch cut by the source's size limit ends the usable data (not an error).
+        let at_len = layout::BATCH_LENGTH;
+        let declared = i32::from_be_bytes([
+            rest[at_len],
+            rest[at_len + 1],
+            rest[at_len + 2],
+            rest[at_len + 3],
+        ]);
+        if declared >= 0 && layout::LOG_OVERHEAD + declared as usize > rest.len() {
+            break;
+        }
         let size = match frame_size(rest, at as u64) {
             Ok(size) => size,
             Err(e) => return Err(format!("fetched data is not a record batch: {e}")),
         };
-        if size > rest.len() {
-            break;
-        }
         if rest.len() > layout::MAGIC && rest[layout::MAGIC] != 2 {
             return Err(format!(
                 "fetched batch at byte {at} has magic {} (only v2 record batches can be mirrored)",
@@ -976,5 +984,67 @@ fn error_name(code: i16) -> String {
     match ResponseError::try_from_code(code) {
         Some(e) => format!("{e:?} ({code})"),
         None => format!("error {code}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::batch::BatchBuilder;
+
+    fn batch(base: i64, count: i32) -> Bytes {
+        BatchBuilder {
+            base_offset: Offset(base),
+            last_offset_delta: count - 1,
+            record_count: count,
+            partition_leader_epoch: LeaderEpoch(3),
+            ..BatchBuilder::default()
+        }
+        .build(&vec![7u8; 40])
+    }
+
+    fn concat(parts: &[Bytes]) -> Bytes {
+        parts
+            .iter()
+            .flat_map(|b| b.iter().copied())
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    #[test]
+    fn split_keeps_whole_batches_and_ignores_a_partial_tail() {
+        let a = batch(0, 2);
+        let b = batch(2, 3);
+        let set = concat(&[a.clone(), b.clone()]);
+        let (batches, len) = split_batches(&set).expect("split");
+        assert_eq!(batches.len(), 2);
+        assert_eq!(len, set.len());
+        assert_eq!(batches[1].as_bytes(), &b);
+        // The source cut the response inside the second batch.
+        let cut = set.slice(..a.len() + b.len() / 2);
+        let (batches, len) = split_batches(&cut).expect("split");
+        assert_eq!(batches.len(), 1);
+        assert_eq!(len, a.len());
+        // Only a few bytes of a header.
+        let (batches, len) = split_batches(&set.slice(..5)).expect("split");
+        assert!(batches.is_empty());
+        assert_eq!(len, 0);
+    }
+
+    #[test]
+    fn split_rejects_corruption_and_going_backwards() {
+        let a = batch(0, 2);
+        let mut bad = a.to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let err = split_batches(&Bytes::from(bad)).expect_err("crc");
+        assert!(err.contains("corrupt"), "{err}");
+        let backwards = concat(&[batch(5, 2), batch(3, 1)]);
+        let err = split_batches(&backwards).expect_err("backwards");
+        assert!(err.contains("backwards"), "{err}");
+        let mut old = a.to_vec();
+        old[layout::MAGIC] = 1;
+        let err = split_batches(&Bytes::from(old)).expect_err("magic");
+        assert!(err.contains("magic"), "{err}");
     }
 }
