@@ -1000,7 +1000,7 @@ mod tests {
             partition_leader_epoch: LeaderEpoch(3),
             ..BatchBuilder::default()
         }
-        .build(&vec![7u8; 40])
+        .build(&[7u8; 40])
     }
 
     fn concat(parts: &[Bytes]) -> Bytes {
