@@ -97,6 +97,31 @@ pub fn coordinator_records(data: &[u8]) {
     }
 }
 
+/// The mirror RPC codecs (keys 94-104), requests and responses: the first byte picks
+/// the key and the direction, the rest is the body. Whatever decodes must encode and
+/// decode back to the same value.
+pub fn mirror_rpc(data: &[u8]) {
+    use dataplane::wire::mirror::{keys, MirrorRequest, MirrorResponse};
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let key = keys::ALL[usize::from(which) % keys::ALL.len()];
+    let mut buf = Bytes::copy_from_slice(rest);
+    if which & 0x80 == 0 {
+        if let Ok(request) = MirrorRequest::decode(key, &mut buf) {
+            let mut out = bytes::BytesMut::new();
+            request.encode(&mut out);
+            let again = MirrorRequest::decode(key, &mut out.freeze()).expect("re-decode");
+            assert_eq!(again, request);
+        }
+    } else if let Ok(response) = MirrorResponse::decode(key, &mut buf) {
+        let mut out = bytes::BytesMut::new();
+        response.encode(&mut out);
+        let again = MirrorResponse::decode(key, &mut out.freeze()).expect("re-decode");
+        assert_eq!(again, response);
+    }
+}
+
 fn drain(buf: Bytes, verify_crc: bool) {
     let len = buf.len();
     let mut iter = BatchIter::new(buf, 0, verify_crc);
@@ -182,6 +207,87 @@ fn exercise(batch: &RecordBatch) {
 /// Writes seed inputs built from valid batches (`cargo test -- --ignored write_seeds`).
 pub mod seeds {
     use bytes::Bytes;
+
+    /// Valid mirror RPC inputs for [`super::mirror_rpc`]: a selector byte, then a body.
+    pub fn mirror_rpcs() -> Vec<(&'static str, Vec<u8>)> {
+        use dataplane::wire::mirror::*;
+        let index = |key: i16| keys::ALL.iter().position(|k| *k == key).expect("key") as u8;
+        let request = |name, r: MirrorRequest| {
+            let mut out = bytes::BytesMut::new();
+            r.encode(&mut out);
+            let mut v = vec![index(r.api_key())];
+            v.extend_from_slice(&out);
+            (name, v)
+        };
+        let response = |name, r: MirrorResponse| {
+            let mut out = bytes::BytesMut::new();
+            r.encode(&mut out);
+            let mut v = vec![index(r.api_key()) | 0x80];
+            v.extend_from_slice(&out);
+            (name, v)
+        };
+        vec![
+            request(
+                "create_mirror",
+                MirrorRequest::CreateMirror(CreateMirrorRequest {
+                    mirror_name: "dr".into(),
+                    configs: vec![("bootstrap.servers".into(), Some("a:9092".into()))],
+                }),
+            ),
+            request(
+                "add_topics",
+                MirrorRequest::AddTopicsToMirror(AddTopicsToMirrorRequest {
+                    mirror_name: "dr".into(),
+                    topics: vec![MirrorTopicMetadata {
+                        topic_id: uuid::Uuid::from_u128(7),
+                        name: "orders".into(),
+                        num_partitions: 8,
+                    }],
+                    include_patterns: vec!["pay.*".into()],
+                    exclude_patterns: Vec::new(),
+                    state_validation_offset: -1,
+                }),
+            ),
+            request(
+                "write_states",
+                MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
+                    mirror_name: "dr".into(),
+                    topics: vec![MirrorStatesTopic {
+                        name: "orders".into(),
+                        partitions: vec![MirrorStateEntry {
+                            partition: 3,
+                            state: 1,
+                            error_message: Some("x".into()),
+                            truncated_records: 5,
+                            ..Default::default()
+                        }],
+                    }],
+                    stopped_topics: vec!["old".into()],
+                }),
+            ),
+            response(
+                "describe_mirrors",
+                MirrorResponse::DescribeMirrors(DescribeMirrorsResponse {
+                    mirrors: vec![DescribedMirror {
+                        mirror_name: "dr".into(),
+                        topics: vec![DescribedMirrorTopic {
+                            name: "orders".into(),
+                            partitions: vec![DescribedMirrorPartition::default()],
+                        }],
+                        ..Default::default()
+                    }],
+                    lookup_results: vec![LmeResult {
+                        topic_id: uuid::Uuid::from_u128(7),
+                        partitions: vec![LmePartition {
+                            partition: 0,
+                            last_mirrored_epoch: 4,
+                        }],
+                    }],
+                    ..Default::default()
+                }),
+            ),
+        ]
+    }
     use dataplane::types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId};
     use dataplane::wire::batch::BatchBuilder;
     use dataplane::wire::control::{build_mirror_pid_reset, build_txn_marker};
@@ -262,6 +368,7 @@ mod tests {
             ("batch_header", batch_header as fn(&[u8])),
             ("records", records as fn(&[u8])),
             ("coordinator_records", coordinator_records as fn(&[u8])),
+            ("mirror_rpc", mirror_rpc as fn(&[u8])),
         ] {
             let dir = seed_dir(target);
             let entries = std::fs::read_dir(&dir).expect("seed directory exists");
@@ -293,6 +400,22 @@ mod tests {
         }
     }
 
+    /// Single-byte flips and truncations of valid mirror RPC encodings.
+    #[test]
+    fn mutated_mirror_rpcs_do_not_panic() {
+        for (_, seed) in seeds::mirror_rpcs() {
+            mirror_rpc(&seed);
+            for i in 1..seed.len() {
+                for flip in [0x01u8, 0x80, 0xff] {
+                    let mut m = seed.clone();
+                    m[i] ^= flip;
+                    mirror_rpc(&m);
+                }
+                mirror_rpc(&seed[..i]);
+            }
+        }
+    }
+
     #[test]
     #[ignore = "writes fuzz/seeds; run by hand when the seed shapes change"]
     fn write_seeds() {
@@ -300,6 +423,11 @@ mod tests {
         let records_dir = seed_dir("records");
         std::fs::create_dir_all(&batch_dir).expect("mkdir");
         std::fs::create_dir_all(&records_dir).expect("mkdir");
+        let mirror_dir = seed_dir("mirror_rpc");
+        std::fs::create_dir_all(&mirror_dir).expect("mkdir");
+        for (name, seed) in seeds::mirror_rpcs() {
+            std::fs::write(mirror_dir.join(name), &seed).expect("write seed");
+        }
         for (name, batch) in seeds::batches() {
             std::fs::write(batch_dir.join(name), &batch).expect("write seed");
             if let Ok(b) = RecordBatch::parse(batch.clone(), 0) {
