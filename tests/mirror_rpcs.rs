@@ -264,3 +264,72 @@ fn changing_mirror_connection_configs_restarts_the_fetchers() {
     let d = describe(&b.bootstrap(), "m");
     assert!(all_in(&d, "MIRRORING"), "{d:#?}");
 }
+
+/// A->B mirrors `t`; adding `t` to a B->A mirror on A would make a loop (and PREPARING
+/// would cut A's own log): refused with a clear error. Once B has stopped its copy
+/// (failover), the same add is the failback and is accepted.
+#[test]
+fn mirroring_a_topic_back_while_it_is_mirrored_is_refused_as_a_loop() {
+    let a = Broker::start(CONFIG);
+    let b = Broker::start(CONFIG);
+    let created = run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+            .args([
+                "topic",
+                "create",
+                "t",
+                "--partitions",
+                "2",
+                "--bootstrap-server",
+            ])
+            .arg(a.bootstrap()),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(created.success(), "{}", created.describe());
+    assert_eq!(
+        create_mirror(&b.bootstrap(), "ab", &a.bootstrap(), &[]).error_code,
+        0
+    );
+    assert_eq!(add_topics(&b.bootstrap(), "ab", &["t"]).error_code, 0);
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "MIRRORING",
+        Duration::from_secs(30),
+        |d| all_in(d, "MIRRORING"),
+    );
+    assert_eq!(
+        create_mirror(&a.bootstrap(), "ba", &b.bootstrap(), &[]).error_code,
+        0
+    );
+    let r = add_topics(&a.bootstrap(), "ba", &["t"]);
+    assert_eq!(
+        r.topics[0].error_code,
+        errors::TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+        "{r:?}"
+    );
+    let message = r.topics[0].error_message.clone().unwrap_or_default();
+    assert!(message.contains("loop"), "{message}");
+    // Nothing changed on A: the topic is in no mirror.
+    let d = describe(&a.bootstrap(), "ba");
+    assert!(d.topics.is_empty(), "{d:#?}");
+    // Failover on B, then the failback add is accepted.
+    assert_eq!(remove_topics(&b.bootstrap(), "ab", &["t"]).error_code, 0);
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPED",
+        Duration::from_secs(30),
+        |d| all_in(d, "STOPPED"),
+    );
+    let r = add_topics(&a.bootstrap(), "ba", &["t"]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_for(
+        &a.bootstrap(),
+        "ba",
+        "MIRRORING",
+        Duration::from_secs(30),
+        |d| all_in(d, "MIRRORING"),
+    );
+}

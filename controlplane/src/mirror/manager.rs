@@ -751,7 +751,7 @@ impl MirrorManager {
         if started.is_empty() {
             return;
         }
-        let lmes = match self.lookup_lmes(image, mirror, &started).await {
+        let (lmes, looped) = match self.lookup_lmes(image, mirror, &started).await {
             Ok(l) => l,
             Err(e) => {
                 for (topic, p) in &started {
@@ -771,6 +771,24 @@ impl MirrorManager {
             }
         };
         for (topic, p) in started {
+            if let Some(message) = looped.get(&topic.name) {
+                let entry = self.coordinator.entry(mirror, topic.id, p);
+                let error = StepError {
+                    message: message.clone(),
+                    retryable: true,
+                };
+                self.fail(
+                    image,
+                    &topic,
+                    mirror,
+                    p,
+                    &entry,
+                    MirrorPartitionState::Preparing,
+                    error,
+                )
+                .await;
+                continue;
+            }
             let lme = lmes.get(&(topic.id, p)).copied().unwrap_or(-1);
             let tp = TopicPartition::new(topic.name.as_str(), p);
             let result = async {
@@ -819,7 +837,7 @@ impl MirrorManager {
         image: &MetadataImage,
         mirror: &str,
         parts: &[(Arc<TopicImage>, i32)],
-    ) -> Result<HashMap<(uuid::Uuid, i32), i32>, StepError> {
+    ) -> Result<(HashMap<(uuid::Uuid, i32), i32>, HashMap<String, String>), StepError> {
         let Some(m) = image.mirrors.get(mirror) else {
             return Err(format!("mirror {mirror} no longer exists").into());
         };
@@ -839,9 +857,45 @@ impl MirrorManager {
             .await
             .map_err(|e| StepError::from(format!("LME look-up: cannot reach the source: {e}")))?;
         let mut out = HashMap::new();
+        // Loop check (reference §4.5): the source must not be mirroring these topics
+        // from us right now, or each side would copy the other (and PREPARING would
+        // truncate this cluster's own data to the source's view).
+        let mut looped: HashMap<String, String> = HashMap::new();
+        if conn.api_range(keys::LIST_MIRRORS).is_some() {
+            let mut body = bytes::BytesMut::new();
+            MirrorRequest::ListMirrors(dataplane::wire::mirror::ListMirrorsRequest {
+                include_topic_names: true,
+            })
+            .encode(&mut body);
+            let mut reply = conn
+                .send_raw(keys::LIST_MIRRORS, 0, &body)
+                .await
+                .map_err(|e| StepError::from(format!("loop check on the source: {e}")))?;
+            if let Ok(MirrorResponse::ListMirrors(list)) =
+                MirrorResponse::decode(keys::LIST_MIRRORS, &mut reply)
+            {
+                for source_mirror in list
+                    .mirrors
+                    .iter()
+                    .filter(|sm| sm.source_cluster_id == image.cluster_id)
+                {
+                    for (topic, _) in parts {
+                        if source_mirror.topic_names.contains(&topic.name) {
+                            looped.insert(
+                                topic.name.clone(),
+                                format!(
+                                    "Detected mirror loop: the source cluster is mirroring {} from this cluster (its mirror {}); remove the topic there first",
+                                    topic.name, source_mirror.mirror_name
+                                ),
+                            );
+                        }
+                    }
+                }
+            }
+        }
         if conn.api_range(keys::DESCRIBE_MIRRORS).is_none() {
             tracing::info!(%mirror, "the source does not support DescribeMirrors: LME -1 (mirroring from scratch where the local log has data)");
-            return Ok(out);
+            return Ok((out, looped));
         }
         let mut lookups: BTreeMap<uuid::Uuid, Vec<i32>> = BTreeMap::new();
         for (topic, p) in parts {
@@ -884,7 +938,7 @@ impl MirrorManager {
             }
         }
         tracing::info!(%mirror, lookups = out.len(), "LME look-up on the source answered");
-        Ok(out)
+        Ok((out, looped))
     }
 
     async fn start_fetching(

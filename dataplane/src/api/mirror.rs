@@ -387,6 +387,23 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
             }
             let _ = t;
         }
+        // Loop check: the source must not be mirroring these topics from us.
+        let reverse = reverse_mirrored_topics(&mut source, &image.cluster_id).await;
+        for w in &wanted {
+            if let Some(source_mirror) = reverse.get(&w.name) {
+                per_topic_errors.insert(
+                    w.name.clone(),
+                    AdminResult::err(
+                        w.name.clone(),
+                        errors::TOPIC_ALREADY_IN_CLUSTER_MIRROR,
+                        format!(
+                            "The source cluster is mirroring {} from this cluster (its mirror {source_mirror}); mirroring it back would make a loop. Remove it from that mirror first",
+                            w.name
+                        ),
+                    ),
+                );
+            }
+        }
         for w in &mut wanted {
             if !w.topic_id.is_nil() && w.num_partitions >= 1 {
                 continue;
@@ -500,6 +517,43 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         })
         .collect();
     topics_response(results)
+}
+
+/// Topics the source currently mirrors from `our_cluster_id` (not STOPPED there), with
+/// the source mirror's name. Empty when the source has no ListMirrors.
+async fn reverse_mirrored_topics(
+    source: &mut SourceCluster,
+    our_cluster_id: &str,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Ok(conn) = source.any_connection().await else {
+        return out;
+    };
+    if conn.api_range(keys::LIST_MIRRORS).is_none() {
+        return out;
+    }
+    let mut body = bytes::BytesMut::new();
+    MirrorRequest::ListMirrors(ListMirrorsRequest {
+        include_topic_names: true,
+    })
+    .encode(&mut body);
+    let Ok(mut reply) = conn.send_raw(keys::LIST_MIRRORS, 0, &body).await else {
+        return out;
+    };
+    if let Ok(MirrorResponse::ListMirrors(list)) =
+        MirrorResponse::decode(keys::LIST_MIRRORS, &mut reply)
+    {
+        for m in list
+            .mirrors
+            .into_iter()
+            .filter(|m| m.source_cluster_id == our_cluster_id)
+        {
+            for t in m.topic_names {
+                out.insert(t, m.mirror_name.clone());
+            }
+        }
+    }
+    out
 }
 
 async fn set_topics_state(
