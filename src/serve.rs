@@ -60,6 +60,12 @@ pub enum ServeError {
     Executor { core: usize, message: String },
     #[error("shard on core {core} failed to start: {message}")]
     ShardStart { core: usize, message: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("metrics endpoint (metrics.listen): {0}")]
     Metrics(#[from] controlplane::metrics_http::MetricsHttpError),
 }
@@ -87,6 +93,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         source,
     })?;
     check_memlock(&config);
+    // Shards bind with SO_REUSEPORT, which would also let a second broker process share
+    // the port and split its clients between two clusters. A plain bind first fails
+    // when anything (another broker included) already listens there.
+    if let Err(source) = std::net::TcpListener::bind(config.listen) {
+        return Err(ServeError::Listen {
+            addr: config.listen,
+            source,
+        });
+    }
 
     let stop_flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

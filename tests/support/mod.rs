@@ -216,6 +216,14 @@ impl Broker {
                 .and_then(|c| c.try_wait().ok().flatten())
             {
                 self.child = None;
+                // Another process took the free port between the probe and the bind:
+                // try a new one (only possible before the first successful start).
+                if self.starts == 1 && self.log().contains("cannot listen on") {
+                    eprintln!("[harness] port {} was taken; trying another", self.port);
+                    self.port = free_port();
+                    self.starts = 0;
+                    return self.spawn_and_wait();
+                }
                 panic!(
                     "broker exited during start-up with {status}\n{}",
                     self.log_tail(60)
