@@ -94,12 +94,25 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     })?;
     check_memlock(&config);
     // Shards bind with SO_REUSEPORT, which would also let a second broker process share
-    // the port and split its clients between two clusters. A plain bind first fails
-    // when anything (another broker included) already listens there.
-    if let Err(source) = std::net::TcpListener::bind(config.listen) {
+    // the port and split its clients between two clusters. Refuse when something already
+    // accepts connections there. (A plain bind would also refuse a restart right after a
+    // crash: the dead process's connections linger in FIN-WAIT-2 on the port.)
+    let probe = match config.listen.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => {
+            std::net::SocketAddr::from(([127, 0, 0, 1], config.listen.port()))
+        }
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => {
+            std::net::SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, config.listen.port()))
+        }
+        _ => config.listen,
+    };
+    if std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok() {
         return Err(ServeError::Listen {
             addr: config.listen,
-            source,
+            source: std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "another process already accepts connections on this address",
+            ),
         });
     }
 
