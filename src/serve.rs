@@ -106,7 +106,18 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
         _ => config.listen,
     };
-    if std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok() {
+    // A broker killed a moment ago can still accept for a few milliseconds (its
+    // io_uring is torn down asynchronously): only a listener that keeps accepting for
+    // two seconds counts.
+    let listening =
+        |_: ()| std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok();
+    let probe_started = std::time::Instant::now();
+    let mut taken = listening();
+    while taken && probe_started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(100));
+        taken = listening();
+    }
+    if taken {
         return Err(ServeError::Listen {
             addr: config.listen,
             source: std::io::Error::new(
