@@ -110,7 +110,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     // io_uring is torn down asynchronously): only a listener that keeps accepting for
     // two seconds counts.
     let listening =
-        |_: ()| std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok();
+        || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok();
     let probe_started = std::time::Instant::now();
     let mut taken = listening();
     while taken && probe_started.elapsed() < Duration::from_secs(2) {
