@@ -17,6 +17,40 @@ use support::*;
 
 const CONFIG: &str = "\"mirror.state.topic.num.partitions\" = 3\n\"num.partitions\" = 2\n";
 
+/// Creates `topic` on `broker` with the CLI.
+fn create_topic(broker: &Broker, topic: &str, partitions: u32) {
+    let created = run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+            .args([
+                "topic",
+                "create",
+                topic,
+                "--partitions",
+                &partitions.to_string(),
+            ])
+            .args(["--bootstrap-server", &broker.bootstrap()]),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(created.success(), "{}", created.describe());
+}
+
+/// `b` mirrors `topic` of `a` as mirror `name`, every partition MIRRORING.
+fn mirror_topic(a: &Broker, b: &Broker, name: &str, topic: &str) {
+    assert_eq!(
+        create_mirror(&b.bootstrap(), name, &a.bootstrap(), &[]).error_code,
+        0
+    );
+    assert_eq!(add_topics(&b.bootstrap(), name, &[topic]).error_code, 0);
+    wait_for(
+        &b.bootstrap(),
+        name,
+        "MIRRORING",
+        Duration::from_secs(30),
+        |d| all_in(d, "MIRRORING"),
+    );
+}
+
 fn topic_name(s: &str) -> kafka_protocol::messages::TopicName {
     kafka_protocol::messages::TopicName(kafka_protocol::protocol::StrBytes::from_string(s.into()))
 }
@@ -26,33 +60,8 @@ fn state_rpcs_fencing_list_describe_and_read_only_delete_records() {
     let a = Broker::start(CONFIG);
     let b = Broker::start(CONFIG);
     // A topic on A with data (auto-created with 2 partitions by Metadata? create it).
-    let created = run_command(
-        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
-            .args([
-                "topic",
-                "create",
-                "t",
-                "--partitions",
-                "2",
-                "--bootstrap-server",
-            ])
-            .arg(a.bootstrap()),
-        None,
-        Duration::from_secs(30),
-    );
-    assert!(created.success(), "{}", created.describe());
-    assert_eq!(
-        create_mirror(&b.bootstrap(), "m", &a.bootstrap(), &[]).error_code,
-        0
-    );
-    assert_eq!(add_topics(&b.bootstrap(), "m", &["t"]).error_code, 0);
-    wait_for(
-        &b.bootstrap(),
-        "m",
-        "MIRRORING",
-        Duration::from_secs(30),
-        |d| all_in(d, "MIRRORING"),
-    );
+    create_topic(&a, "t", 2);
+    mirror_topic(&a, &b, "m", "t");
 
     // ReadMirrorStates answers the coordinator's view.
     let read = |bootstrap: &str| match rpc(
@@ -202,33 +211,8 @@ fn changing_mirror_connection_configs_restarts_the_fetchers() {
     use kafka_protocol::messages::IncrementalAlterConfigsRequest;
     let a = Broker::start(CONFIG);
     let b = Broker::start(CONFIG);
-    let created = run_command(
-        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
-            .args([
-                "topic",
-                "create",
-                "t",
-                "--partitions",
-                "2",
-                "--bootstrap-server",
-            ])
-            .arg(a.bootstrap()),
-        None,
-        Duration::from_secs(30),
-    );
-    assert!(created.success(), "{}", created.describe());
-    assert_eq!(
-        create_mirror(&b.bootstrap(), "m", &a.bootstrap(), &[]).error_code,
-        0
-    );
-    assert_eq!(add_topics(&b.bootstrap(), "m", &["t"]).error_code, 0);
-    wait_for(
-        &b.bootstrap(),
-        "m",
-        "MIRRORING",
-        Duration::from_secs(30),
-        |d| all_in(d, "MIRRORING"),
-    );
+    create_topic(&a, "t", 2);
+    mirror_topic(&a, &b, "m", "t");
     let started = |log: &str| log.matches("mirror fetcher started").count();
     let before = started(&b.log());
     assert!(before >= 1, "{}", b.log_tail(20));
@@ -272,33 +256,8 @@ fn changing_mirror_connection_configs_restarts_the_fetchers() {
 fn mirroring_a_topic_back_while_it_is_mirrored_is_refused_as_a_loop() {
     let a = Broker::start(CONFIG);
     let b = Broker::start(CONFIG);
-    let created = run_command(
-        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
-            .args([
-                "topic",
-                "create",
-                "t",
-                "--partitions",
-                "2",
-                "--bootstrap-server",
-            ])
-            .arg(a.bootstrap()),
-        None,
-        Duration::from_secs(30),
-    );
-    assert!(created.success(), "{}", created.describe());
-    assert_eq!(
-        create_mirror(&b.bootstrap(), "ab", &a.bootstrap(), &[]).error_code,
-        0
-    );
-    assert_eq!(add_topics(&b.bootstrap(), "ab", &["t"]).error_code, 0);
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "MIRRORING",
-        Duration::from_secs(30),
-        |d| all_in(d, "MIRRORING"),
-    );
+    create_topic(&a, "t", 2);
+    mirror_topic(&a, &b, "ab", "t");
     assert_eq!(
         create_mirror(&a.bootstrap(), "ba", &b.bootstrap(), &[]).error_code,
         0

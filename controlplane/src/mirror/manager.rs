@@ -980,31 +980,47 @@ impl MirrorManager {
         partition: i32,
         entry: &MirrorStateEntry,
     ) -> Result<(), StepError> {
-        let current =
-            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
-        if current != MirrorPartitionState::Mirroring {
-            let retry = if current == MirrorPartitionState::Failed {
-                entry.retry_attempt
-            } else {
-                0
-            };
-            self.write_state(
-                image,
-                topic,
-                mirror,
-                partition,
-                MirrorPartitionState::Mirroring,
-                current,
-                retry,
-                None,
-                -1,
-            )
-            .await?;
-        }
+        self.enter(
+            image,
+            topic,
+            mirror,
+            partition,
+            entry,
+            MirrorPartitionState::Mirroring,
+        )
+        .await?;
         self.start_fetching(
             image,
             mirror,
             &TopicPartition::new(topic.name.as_str(), partition),
+        )
+        .await
+    }
+
+    /// Persists `target` unless the partition is already in it (re-entering a state after
+    /// a restart re-runs its action without a new record). A FAILED partition's retry
+    /// attempt is carried into the state it retries.
+    async fn enter(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+        target: MirrorPartitionState,
+    ) -> Result<(), StepError> {
+        let current =
+            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
+        if current == target {
+            return Ok(());
+        }
+        let retry = if current == MirrorPartitionState::Failed {
+            entry.retry_attempt
+        } else {
+            0
+        };
+        self.write_state(
+            image, topic, mirror, partition, target, current, retry, None, -1,
         )
         .await
     }
@@ -1018,22 +1034,15 @@ impl MirrorManager {
         entry: &MirrorStateEntry,
     ) -> Result<(), StepError> {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        let current =
-            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
-        if current != MirrorPartitionState::Pausing {
-            self.write_state(
-                image,
-                topic,
-                mirror,
-                partition,
-                MirrorPartitionState::Pausing,
-                current,
-                0,
-                None,
-                -1,
-            )
-            .await?;
-        }
+        self.enter(
+            image,
+            topic,
+            mirror,
+            partition,
+            entry,
+            MirrorPartitionState::Pausing,
+        )
+        .await?;
         self.set_shard_state(image, &tp, MirrorPartitionState::Pausing)
             .await?;
         self.write_state(
@@ -1070,22 +1079,15 @@ impl MirrorManager {
         entry: &MirrorStateEntry,
     ) -> Result<(), StepError> {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        let current =
-            MirrorPartitionState::from_code(entry.state).unwrap_or(MirrorPartitionState::Unknown);
-        if current != MirrorPartitionState::Stopping {
-            self.write_state(
-                image,
-                topic,
-                mirror,
-                partition,
-                MirrorPartitionState::Stopping,
-                current,
-                0,
-                None,
-                -1,
-            )
-            .await?;
-        }
+        self.enter(
+            image,
+            topic,
+            mirror,
+            partition,
+            entry,
+            MirrorPartitionState::Stopping,
+        )
+        .await?;
         // 1. Remove the fetcher (and keep the partition read-only meanwhile).
         self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
             .await?;
