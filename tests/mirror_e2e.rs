@@ -707,7 +707,15 @@ fn mirror_from_tansu() {
     };
     let port = free_port();
     let url = format!("tcp://127.0.0.1:{port}");
-    let mut child = Command::new(tansu)
+    /// Kills tansu when the test ends, passed or failed.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let child = Command::new(tansu)
         .args([
             "broker",
             "--listener-url",
@@ -721,6 +729,7 @@ fn mirror_from_tansu() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start tansu");
+    let _tansu = KillOnDrop(child);
     let source = format!("127.0.0.1:{port}");
     let start = std::time::Instant::now();
     while std::net::TcpStream::connect(&source).is_err() {
@@ -777,8 +786,6 @@ fn mirror_from_tansu() {
     assert_byte_identical(&source, &b.bootstrap(), "tz", 3);
     let seen = consume(&py, &b, "tz", 3);
     assert_eq!(json_field(&seen, "count"), 3000, "{seen}");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Source partition leaders move (librdkafka mock cluster driven through its mock API):
