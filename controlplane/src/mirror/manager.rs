@@ -455,17 +455,17 @@ impl MirrorManager {
             Action::None | Action::Prepare => return,
             Action::MarkStopped => (
                 MirrorPartitionState::Stopped,
-                self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
+                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Stopped)
                     .await,
             ),
             Action::MarkPaused => (
                 MirrorPartitionState::Paused,
-                self.set_shard_state(image, &tp, MirrorPartitionState::Paused)
+                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Paused)
                     .await,
             ),
             Action::MarkFailed => (
                 MirrorPartitionState::Failed,
-                self.set_shard_state(image, &tp, MirrorPartitionState::Failed)
+                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Failed)
                     .await,
             ),
             Action::Stop => (
@@ -639,13 +639,12 @@ impl MirrorManager {
             tracing::error!(%mirror, %tp, error = %e.message, "could not persist FAILED");
         }
         let _ = self
-            .set_shard_state(image, &tp, MirrorPartitionState::Failed)
+            .set_shard_state(image, mirror, &tp, MirrorPartitionState::Failed)
             .await;
         let key = (mirror.to_string(), tp);
         let mut parts = self.partitions.borrow_mut();
         let rt = parts.entry(key).or_default();
         rt.retry_at = Some(Instant::now() + backoff);
-        rt.fetching_with = None;
     }
 
     /// Runs `f` on the shard that owns `tp`.
@@ -671,9 +670,12 @@ impl MirrorManager {
             .map_err(StepError::from)
     }
 
+    /// Tells the owning shard the partition's state (its read-only gate); any state but
+    /// MIRRORING also removes the partition from its fetcher.
     async fn set_shard_state(
         &self,
         image: &MetadataImage,
+        mirror: &str,
         tp: &TopicPartition,
         state: MirrorPartitionState,
     ) -> Result<(), StepError> {
@@ -686,7 +688,32 @@ impl MirrorManager {
         })
         .await?;
         self.shard_states.borrow_mut().insert(tp.clone(), state);
+        if state != MirrorPartitionState::Mirroring {
+            if let Some(rt) = self
+                .partitions
+                .borrow_mut()
+                .get_mut(&(mirror.to_string(), tp.clone()))
+            {
+                rt.fetching_with = None;
+            }
+        }
         Ok(())
+    }
+
+    /// Persists `to` (reached from `from`) and then gives the shard the new state.
+    async fn settle(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        from: MirrorPartitionState,
+        to: MirrorPartitionState,
+    ) -> Result<(), StepError> {
+        self.write_state(image, topic, mirror, partition, to, from, 0, None, -1)
+            .await?;
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        self.set_shard_state(image, mirror, &tp, to).await
     }
 
     /// PREPARING for a group of partitions of one mirror: persist PREPARING, one LME
@@ -703,7 +730,7 @@ impl MirrorManager {
                 .unwrap_or(MirrorPartitionState::Unknown);
             let tp = TopicPartition::new(topic.name.as_str(), *p);
             let step = async {
-                self.set_shard_state(image, &tp, MirrorPartitionState::Preparing)
+                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Preparing)
                     .await?;
                 if current != MirrorPartitionState::Preparing {
                     let previous = if current == MirrorPartitionState::Failed {
@@ -1043,30 +1070,17 @@ impl MirrorManager {
             MirrorPartitionState::Pausing,
         )
         .await?;
-        self.set_shard_state(image, &tp, MirrorPartitionState::Pausing)
+        self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Pausing)
             .await?;
-        self.write_state(
+        self.settle(
             image,
             topic,
             mirror,
             partition,
-            MirrorPartitionState::Paused,
             MirrorPartitionState::Pausing,
-            0,
-            None,
-            -1,
+            MirrorPartitionState::Paused,
         )
-        .await?;
-        self.set_shard_state(image, &tp, MirrorPartitionState::Paused)
-            .await?;
-        if let Some(rt) = self
-            .partitions
-            .borrow_mut()
-            .get_mut(&(mirror.to_string(), tp))
-        {
-            rt.fetching_with = None;
-        }
-        Ok(())
+        .await
     }
 
     /// STOPPING: the six steps of `DECISIONS.md`, each idempotent, then STOPPED.
@@ -1089,15 +1103,8 @@ impl MirrorManager {
         )
         .await?;
         // 1. Remove the fetcher (and keep the partition read-only meanwhile).
-        self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
+        self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Stopping)
             .await?;
-        if let Some(rt) = self
-            .partitions
-            .borrow_mut()
-            .get_mut(&(mirror.to_string(), tp.clone()))
-        {
-            rt.fetching_with = None;
-        }
         // 2. Bump the partition leader epoch above every batch epoch in the log.
         let latest = self
             .on_shard(image, &tp, |ctx, tp| async move {
@@ -1144,20 +1151,15 @@ impl MirrorManager {
         })
         .await?;
         // 6. STOPPED: writable.
-        self.write_state(
+        self.settle(
             image,
             topic,
             mirror,
             partition,
-            MirrorPartitionState::Stopped,
             MirrorPartitionState::Stopping,
-            0,
-            None,
-            -1,
+            MirrorPartitionState::Stopped,
         )
         .await?;
-        self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
-            .await?;
         tracing::info!(%mirror, %tp, lme = ?lme, "mirror partition STOPPED: writable");
         Ok(())
     }
