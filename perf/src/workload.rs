@@ -190,30 +190,69 @@ fn record_config(report: &mut RunReport, load: &LoadArgs, cfg: &ProduceConfig) {
     report.set("idempotent", load.idempotent);
 }
 
-pub fn produce(args: &ProduceArgs) -> Result<(), String> {
-    let mut admin =
-        Admin::new(&args.bootstrap_server, &args.run.client_id).map_err(PerfError::from)?;
+/// What `produce` and `e2e` set up alike: the topic (created if missing), the chosen
+/// partitions, the producer config and the lanes that carry it.
+struct ProducerSetup {
+    admin: Admin,
+    layout: TopicLayout,
+    partitions: Vec<i32>,
+    cfg: ProduceConfig,
+    lanes: Vec<LaneSpec>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn set_up_producers(
+    bootstrap_server: &str,
+    topic: &str,
+    create_partitions: i32,
+    partitions: Option<i32>,
+    load: &LoadArgs,
+    run: &RunArgs,
+    rate: Option<f64>,
+    records: Option<u64>,
+) -> Result<ProducerSetup, String> {
+    let mut admin = Admin::new(bootstrap_server, &run.client_id).map_err(PerfError::from)?;
     let layout = admin
-        .ensure_topic(&args.topic, Some(args.create_partitions))
+        .ensure_topic(topic, Some(create_partitions))
         .map_err(PerfError::from)?;
-    let partitions = select_partitions(&layout, args.partitions)?;
-    let cfg = produce_config(
-        &args.load,
-        &args.topic,
-        layout.partition_count(),
-        &args.run.client_id,
-    )?;
+    let partitions = select_partitions(&layout, partitions)?;
+    let cfg = produce_config(load, topic, layout.partition_count(), &run.client_id)?;
     let lanes = plan_lanes(
         &layout,
         &partitions,
         &LanePlan {
-            producers: args.load.producers,
-            in_flight: args.load.in_flight,
-            rate: args.rate,
-            records: args.records,
-            producer_ids: producer_ids(&mut admin, &args.load)?,
+            producers: load.producers,
+            in_flight: load.in_flight,
+            rate,
+            records,
+            producer_ids: producer_ids(&mut admin, load)?,
         },
     );
+    Ok(ProducerSetup {
+        admin,
+        layout,
+        partitions,
+        cfg,
+        lanes,
+    })
+}
+
+pub fn produce(args: &ProduceArgs) -> Result<(), String> {
+    let ProducerSetup {
+        partitions,
+        cfg,
+        lanes,
+        ..
+    } = set_up_producers(
+        &args.bootstrap_server,
+        &args.topic,
+        args.create_partitions,
+        args.partitions,
+        &args.load,
+        &args.run,
+        args.rate,
+        args.records,
+    )?;
     let mut report = RunReport::new(
         "produce",
         args.run.label.as_deref(),
@@ -321,29 +360,22 @@ pub fn consume(args: &ConsumeArgs) -> Result<(), String> {
 }
 
 pub fn e2e(args: &E2eArgs) -> Result<(), String> {
-    let mut admin =
-        Admin::new(&args.bootstrap_server, &args.run.client_id).map_err(PerfError::from)?;
-    let layout = admin
-        .ensure_topic(&args.topic, Some(args.create_partitions))
-        .map_err(PerfError::from)?;
-    let partitions = select_partitions(&layout, args.partitions)?;
-    let pcfg = produce_config(
-        &args.load,
+    let ProducerSetup {
+        mut admin,
+        layout,
+        partitions,
+        cfg: pcfg,
+        lanes,
+    } = set_up_producers(
+        &args.bootstrap_server,
         &args.topic,
-        layout.partition_count(),
-        &args.run.client_id,
+        args.create_partitions,
+        args.partitions,
+        &args.load,
+        &args.run,
+        args.rate,
+        None,
     )?;
-    let lanes = plan_lanes(
-        &layout,
-        &partitions,
-        &LanePlan {
-            producers: args.load.producers,
-            in_flight: args.load.in_flight,
-            rate: args.rate,
-            records: None,
-            producer_ids: producer_ids(&mut admin, &args.load)?,
-        },
-    );
     // Consumers start at the end: they see exactly what this run produces.
     let starts = admin
         .list_offsets(&layout, LATEST)
