@@ -52,10 +52,17 @@ struct PartitionFetchState {
     errors: u32,
     /// When the source was last asked for this partition's newest timestamp (lag).
     lag_probed_at: Option<Instant>,
+    /// Where the next Fetch starts while the previous response's append is still
+    /// pending (the pipeline); `None`: at the local log end.
+    next_fetch_offset: Option<i64>,
+    /// Changes whenever `next_fetch_offset` is forgotten (an error, a truncation, a
+    /// discarded response): a response fetched under an older generation is dropped
+    /// unappended, so a failed append never leaves a gap in the log.
+    generation: u64,
 }
 
 impl PartitionFetchState {
-    fn new() -> Self {
+    fn new(generation: u64) -> Self {
         PartitionFetchState {
             truncating: true,
             status: MirrorPartitionStatus {
@@ -69,8 +76,38 @@ impl PartitionFetchState {
             retry_at: None,
             errors: 0,
             lag_probed_at: None,
+            next_fetch_offset: None,
+            generation,
         }
     }
+
+    /// Forgets the pipelined fetch position: the next Fetch starts at the log end.
+    fn forget_position(&mut self, generation: u64) {
+        self.next_fetch_offset = None;
+        self.generation = generation;
+    }
+}
+
+/// A fetched record set on its way to the log: the pipeline's second stage. The next
+/// Fetch is already in flight while these are appended.
+struct Fetched {
+    tp: TopicPartition,
+    /// The offset the Fetch asked for, and the partition's generation when it asked.
+    fetch_offset: i64,
+    generation: u64,
+    records: Bytes,
+    /// The whole, CRC-checked batches of `records`, and the length they cover.
+    batches: Vec<RecordBatch>,
+    complete_len: usize,
+    source_log_start: i64,
+}
+
+/// What one Fetch round trip left to do once the connection is free again.
+#[derive(Default)]
+struct FetchOutcome {
+    refresh: bool,
+    fetched: Vec<Fetched>,
+    out_of_range: Vec<TopicPartition>,
 }
 
 #[derive(Debug, Default)]
@@ -85,6 +122,8 @@ pub struct MirrorFetcher {
     config: MirrorFetchConfig,
     inner: RefCell<Inner>,
     wake: event_listener::Event,
+    /// Source of [`PartitionFetchState::generation`] values, never reused.
+    generations: std::cell::Cell<u64>,
 }
 
 /// A partition the fetch loop gave up on.
@@ -100,6 +139,7 @@ impl MirrorFetcher {
             config,
             inner: RefCell::new(Inner::default()),
             wake: event_listener::Event::new(),
+            generations: std::cell::Cell::new(0),
         });
         let task = Rc::clone(&fetcher);
         glommio::spawn_local(async move { task.run(ctx).await }).detach();
@@ -114,7 +154,7 @@ impl MirrorFetcher {
         let mut inner = self.inner.borrow_mut();
         if let std::collections::btree_map::Entry::Vacant(slot) = inner.partitions.entry(tp) {
             tracing::info!(mirror = %self.config.mirror, tp = %slot.key(), "mirror fetcher: partition added");
-            slot.insert(PartitionFetchState::new());
+            slot.insert(PartitionFetchState::new(self.next_generation()));
         }
         drop(inner);
         self.wake.notify(usize::MAX);
@@ -150,6 +190,19 @@ impl MirrorFetcher {
         self.wake.notify(usize::MAX);
     }
 
+    fn next_generation(&self) -> u64 {
+        let g = self.generations.get() + 1;
+        self.generations.set(g);
+        g
+    }
+
+    /// The next Fetch of `tp` starts at the local log end, and responses already in
+    /// flight for it are dropped.
+    fn forget_position(&self, tp: &TopicPartition) {
+        let generation = self.next_generation();
+        self.with_state(tp, |s| s.forget_position(generation));
+    }
+
     fn contains(&self, tp: &TopicPartition) -> bool {
         self.inner.borrow().partitions.contains_key(tp)
     }
@@ -164,7 +217,9 @@ impl MirrorFetcher {
 
     fn backoff(&self, tp: &TopicPartition, message: String) {
         let base = self.config.fetch_backoff_ms.max(50);
+        let generation = self.next_generation();
         self.with_state(tp, |s| {
+            s.forget_position(generation);
             s.errors = s.errors.saturating_add(1);
             let factor = 1u64 << s.errors.min(5);
             let wait = (base * factor / 2).min(base * 10);
@@ -219,6 +274,8 @@ impl MirrorFetcher {
             }
         };
         let mut metadata: Option<ClusterMetadata> = None;
+        // Fetched record sets whose appends run alongside the next round's Fetches.
+        let mut pending: Vec<Fetched> = Vec::new();
         tracing::info!(mirror = %self.config.mirror, shard = ctx.id, source = %self.config.bootstrap_servers, "mirror fetcher started");
         loop {
             if self.inner.borrow().stopped {
@@ -234,6 +291,10 @@ impl MirrorFetcher {
                 .map(|(tp, s)| (tp.clone(), s.truncating))
                 .collect();
             if ready.is_empty() {
+                if !pending.is_empty() {
+                    self.append_all(&ctx, std::mem::take(&mut pending)).await;
+                    continue;
+                }
                 let listener = self.wake.listen();
                 let _ =
                     futures::future::select(listener, Box::pin(glommio::timer::sleep(IDLE_WAIT)))
@@ -246,6 +307,7 @@ impl MirrorFetcher {
                 .as_ref()
                 .is_none_or(|m| ready.iter().any(|(tp, _)| leader_of(m, tp).is_none()));
             if need_refresh {
+                self.append_all(&ctx, std::mem::take(&mut pending)).await;
                 let topics: Vec<String> = ready
                     .iter()
                     .map(|(tp, _)| tp.topic.clone())
@@ -322,6 +384,8 @@ impl MirrorFetcher {
                     .map(|(tp, _)| tp.clone())
                     .collect();
                 if !truncating.is_empty() {
+                    // Divergence truncates the log: nothing may be on its way into it.
+                    self.append_all(&ctx, std::mem::take(&mut pending)).await;
                     if let Err(e) = self
                         .resolve_divergence(&ctx, conn, &meta, &truncating)
                         .await
@@ -373,21 +437,46 @@ impl MirrorFetcher {
                         }
                     }
                 }
-                let mut calls = Vec::with_capacity(slots);
-                calls.push(Box::pin(self.fetch_once(&ctx, conn, &meta, &groups[0])));
-                for (slot, c) in extras.iter_mut() {
-                    calls.push(Box::pin(self.fetch_once(&ctx, c, &meta, &groups[*slot])));
+                // The pipeline: this round's Fetches go out while the previous round's
+                // appends run; positions come from the previous responses.
+                let mut outcomes = Vec::with_capacity(slots);
+                {
+                    let mut calls = Vec::with_capacity(slots);
+                    calls.push(Box::pin(self.fetch_once(&ctx, conn, &meta, &groups[0])));
+                    for (slot, c) in extras.iter_mut() {
+                        calls.push(Box::pin(self.fetch_once(&ctx, c, &meta, &groups[*slot])));
+                    }
+                    let appends = self.append_all(&ctx, std::mem::take(&mut pending));
+                    let (done, ()) =
+                        futures::future::join(futures::future::join_all(calls), appends).await;
+                    outcomes.extend(done);
                 }
-                let outcomes = futures::future::join_all(calls).await;
                 let mut slots_used = vec![0usize];
                 slots_used.extend(extras.iter().map(|(slot, _)| *slot));
                 let mut broken = false;
                 for (slot, outcome) in slots_used.iter().zip(outcomes) {
                     match outcome {
-                        Ok(refresh) => {
-                            if refresh {
+                        Ok(outcome) => {
+                            if outcome.refresh {
                                 metadata = None;
                             }
+                            pending.extend(outcome.fetched);
+                            // The previous appends are done: out-of-range resets and the
+                            // lag probe may use the log and this slot's connection now.
+                            let c: &mut KafkaConnection = if *slot == 0 {
+                                &mut *conn
+                            } else {
+                                match extras.iter_mut().find(|(s, _)| s == slot) {
+                                    Some((_, c)) => c,
+                                    None => continue,
+                                }
+                            };
+                            for tp in outcome.out_of_range {
+                                if let Err(e) = self.reset_out_of_range(&ctx, c, &tp).await {
+                                    self.backoff(&tp, format!("offset out of range: {e}"));
+                                }
+                            }
+                            self.probe_lag(&ctx, c, &groups[*slot]).await;
                         }
                         Err(e) => {
                             for tp in &groups[*slot] {
@@ -408,6 +497,8 @@ impl MirrorFetcher {
                 }
             }
         }
+        // Record sets still pending are dropped: whoever fetches next starts at the log end.
+        drop(pending);
         tracing::info!(mirror = %self.config.mirror, shard = ctx.id, "mirror fetcher stopped");
     }
 
@@ -433,6 +524,7 @@ impl MirrorFetcher {
     ) -> Result<(), ClientError> {
         let mut asks: BTreeMap<String, Vec<(i32, i32, i32)>> = BTreeMap::new();
         for tp in tps {
+            self.forget_position(tp);
             let latest = match super::latest_epoch(ctx, tp).await {
                 Ok(l) => l,
                 Err(e) => {
@@ -568,15 +660,17 @@ impl MirrorFetcher {
         Ok(())
     }
 
-    /// One Fetch round trip for `tps` (all led by the broker behind `conn`). Returns
-    /// whether source metadata should be refreshed.
+    /// One Fetch round trip for `tps` (all led by the broker behind `conn`). Touches no
+    /// log beyond reading log ends: the previous round's appends may be running. What
+    /// it fetched is split and CRC-checked here and appended by the next round.
     async fn fetch_once(
         &self,
         ctx: &Rc<ShardCtx>,
         conn: &mut KafkaConnection,
         meta: &ClusterMetadata,
         tps: &[TopicPartition],
-    ) -> Result<bool, ClientError> {
+    ) -> Result<FetchOutcome, ClientError> {
+        let mut outcome = FetchOutcome::default();
         let Some(version) = conn.pick_version(ApiKey::Fetch as i16, 4, 16) else {
             for tp in tps {
                 self.fail(
@@ -588,19 +682,32 @@ impl MirrorFetcher {
                     },
                 );
             }
-            return Ok(false);
+            return Ok(outcome);
         };
         let use_ids = version >= 13;
         let mut by_topic: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        // Per partition: the offset asked for and the generation it was asked under.
+        let mut asked: HashMap<TopicPartition, (i64, u64)> = HashMap::new();
         for tp in tps {
-            let Some(partition) = ctx.partition(tp) else {
-                self.backoff(tp, format!("partition {tp} is not open on this shard"));
+            let Some((next, generation)) =
+                self.with_state(tp, |s| (s.next_fetch_offset, s.generation))
+            else {
                 continue;
             };
-            let Ok(log) = partition.log.read().await else {
-                continue;
+            let fetch_offset = match next {
+                Some(offset) => offset,
+                None => {
+                    let Some(partition) = ctx.partition(tp) else {
+                        self.backoff(tp, format!("partition {tp} is not open on this shard"));
+                        continue;
+                    };
+                    let Ok(log) = partition.log.read().await else {
+                        continue;
+                    };
+                    log.log_end_offset().0
+                }
             };
-            let fetch_offset = log.log_end_offset().0;
+            asked.insert(tp.clone(), (fetch_offset, generation));
             let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
             by_topic.entry(tp.topic.clone()).or_default().push(
                 FetchPartition::default()
@@ -618,7 +725,8 @@ impl MirrorFetcher {
             if use_ids {
                 let id = meta.topics.get(&name).map_or(uuid::Uuid::nil(), |t| t.id);
                 if id.is_nil() {
-                    return Ok(true);
+                    outcome.refresh = true;
+                    return Ok(outcome);
                 }
                 ids.insert(id, name.clone());
                 t = t.with_topic_id(id);
@@ -628,7 +736,7 @@ impl MirrorFetcher {
             topics.push(t);
         }
         if topics.is_empty() {
-            return Ok(false);
+            return Ok(outcome);
         }
         let request = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
@@ -646,13 +754,9 @@ impl MirrorFetcher {
             for tp in tps {
                 self.backoff(tp, format!("Fetch: {}", error_name(response.error_code)));
             }
-            return Ok(true);
+            outcome.refresh = true;
+            return Ok(outcome);
         }
-        let mut refresh = false;
-        // Appends of different partitions run concurrently (each takes its own log's
-        // lock); errors that need the connection are handled after them.
-        let mut appends = Vec::new();
-        let mut out_of_range = Vec::new();
         for topic in response.responses {
             let name = if use_ids {
                 match ids.get(&topic.topic_id) {
@@ -664,34 +768,79 @@ impl MirrorFetcher {
             };
             for p in topic.partitions {
                 let tp = TopicPartition::new(name.as_str(), p.partition_index);
-                if !self.contains(&tp) {
+                let Some(&(fetch_offset, generation)) = asked.get(&tp) else {
                     continue;
-                }
-                self.with_state(&tp, |s| {
+                };
+                let current = self.with_state(&tp, |s| {
                     if p.high_watermark >= 0 {
                         s.status.source_high_watermark = p.high_watermark;
                     }
                     if p.log_start_offset >= 0 {
                         s.status.source_log_start_offset = p.log_start_offset;
                     }
+                    s.generation == generation
                 });
+                // Removed, or its position was forgotten while this Fetch was out.
+                if current != Some(true) {
+                    continue;
+                }
                 match p.error_code {
                     0 => {
                         let records = p.records.unwrap_or_default();
-                        let start = p.log_start_offset;
-                        appends.push(async move {
-                            let outcome = self.append(ctx, &tp, records, start).await;
-                            (tp, outcome)
+                        let (batches, complete_len) = match split_batches(&records) {
+                            Ok(split) => split,
+                            Err(message) => {
+                                self.fail(
+                                    ctx,
+                                    &tp,
+                                    Failure {
+                                        message,
+                                        retryable: false,
+                                    },
+                                );
+                                continue;
+                            }
+                        };
+                        crate::metrics::mirror(&self.config.mirror, ctx.id)
+                            .fetched(records.len(), crate::metrics::record_count(&batches));
+                        if let Some(last) = batches.last() {
+                            let next = last.next_offset().0;
+                            if next > fetch_offset {
+                                self.with_state(&tp, |s| s.next_fetch_offset = Some(next));
+                            }
+                        }
+                        outcome.fetched.push(Fetched {
+                            tp,
+                            fetch_offset,
+                            generation,
+                            records,
+                            batches,
+                            complete_len,
+                            source_log_start: p.log_start_offset,
                         });
                     }
-                    1 => out_of_range.push(tp),
+                    1 => outcome.out_of_range.push(tp),
                     code => {
-                        refresh |= matches!(code, 3 | 5 | 6 | 74 | 75 | 100);
+                        outcome.refresh |= matches!(code, 3 | 5 | 6 | 74 | 75 | 100);
                         self.backoff(&tp, format!("Fetch: {}", error_name(code)));
                     }
                 }
             }
         }
+        Ok(outcome)
+    }
+
+    /// Appends fetched record sets; different partitions concurrently (each takes its
+    /// own log's lock).
+    async fn append_all(&self, ctx: &Rc<ShardCtx>, fetched: Vec<Fetched>) {
+        if fetched.is_empty() {
+            return;
+        }
+        let appends = fetched.into_iter().map(|f| async move {
+            let tp = f.tp.clone();
+            let outcome = self.append(ctx, f).await;
+            (tp, outcome)
+        });
         for (tp, outcome) in futures::future::join_all(appends).await {
             match outcome {
                 Ok(()) => {
@@ -705,29 +854,23 @@ impl MirrorFetcher {
                 Err(failure) => self.fail(ctx, &tp, failure),
             }
         }
-        for tp in out_of_range {
-            if let Err(e) = self.reset_out_of_range(ctx, conn, &tp).await {
-                self.backoff(&tp, format!("offset out of range: {e}"));
-            }
-        }
-        self.probe_lag(ctx, conn, tps).await;
-        Ok(refresh)
     }
 
-    /// Appends a fetched record set to `tp`, keeping the source's bytes.
-    async fn append(
-        &self,
-        ctx: &Rc<ShardCtx>,
-        tp: &TopicPartition,
-        records: Bytes,
-        source_log_start: i64,
-    ) -> Result<(), Failure> {
-        let (batches, complete_len) = split_batches(&records).map_err(|message| Failure {
-            message,
-            retryable: false,
-        })?;
-        crate::metrics::mirror(&self.config.mirror, ctx.id)
-            .fetched(records.len(), crate::metrics::record_count(&batches));
+    /// Appends a fetched record set to its partition, keeping the source's bytes.
+    async fn append(&self, ctx: &Rc<ShardCtx>, fetched: Fetched) -> Result<(), Failure> {
+        let Fetched {
+            tp,
+            fetch_offset,
+            generation,
+            records,
+            batches,
+            complete_len,
+            source_log_start,
+        } = fetched;
+        let tp = &tp;
+        if self.with_state(tp, |s| s.generation) != Some(generation) {
+            return Ok(());
+        }
         if batches.is_empty() {
             return self.follow_log_start(ctx, tp, source_log_start).await;
         }
@@ -765,10 +908,18 @@ impl MirrorFetcher {
             message: format!("partition {tp} is closed"),
             retryable: true,
         })?;
-        if !self.contains(tp) {
+        if self.with_state(tp, |s| s.generation) != Some(generation) {
             return Ok(());
         }
         let end = log.log_end_offset();
+        if fetch_offset > end.0 {
+            // Fetched past the log end (an earlier append did not land): appending
+            // would leave a hole. Drop it and fetch again from the log end.
+            tracing::debug!(mirror = %self.config.mirror, %tp, fetch_offset, end = end.0, "dropping a pipelined fetch beyond the log end");
+            drop(log);
+            self.forget_position(tp);
+            return Ok(());
+        }
         // Batches wholly below the log end were appended already (a retried fetch);
         // a batch straddling it means the two logs' batch boundaries differ.
         let Some(first) = batches.iter().position(|b| b.last_offset() >= end) else {
@@ -897,6 +1048,8 @@ impl MirrorFetcher {
         }
         let new_end = log.log_end_offset();
         log.update_high_watermark(new_end);
+        drop(log);
+        self.forget_position(tp);
         Ok(())
     }
 }
