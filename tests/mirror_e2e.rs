@@ -770,7 +770,8 @@ fn mirror_from_tansu() {
 
 /// Source partition leaders move (librdkafka mock cluster driven through its mock API):
 /// the fetcher follows the new leaders through NOT_LEADER_OR_FOLLOWER and a metadata
-/// refresh, with no gap and no duplicate.
+/// refresh, with no gap and no duplicate; then Fetch errors injected while records
+/// arrive exercise the pipelined fetcher's forgetting of positions.
 #[test]
 fn mirror_follows_source_leader_moves() {
     use std::io::{BufRead, BufReader, Write};
@@ -824,16 +825,24 @@ fn mirror_follows_source_leader_moves() {
         writeln!(stdin, "produce 1000 r{round}").expect("command");
         assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
     }
+    // Fetch errors while records arrive: the pipelined fetcher forgets its positions,
+    // drops what was fetched under them and leaves no hole and no duplicate.
+    for round in 0..3 {
+        writeln!(stdin, "fetch-errors 2").expect("command");
+        assert_eq!(json_field(&next_line(&mut out), "injected"), 2);
+        writeln!(stdin, "produce 1000 e{round}").expect("command");
+        assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    }
     let d = wait_for(
         &b.bootstrap(),
         "mv",
-        "5000 records",
+        "8000 records",
         Duration::from_secs(60),
-        |d| total(d) == 5000 && all_in(d, "MIRRORING"),
+        |d| total(d) == 8000 && all_in(d, "MIRRORING"),
     );
-    assert_eq!(total(&d), 5000);
+    assert_eq!(total(&d), 8000);
     let seen = consume(&py, &b, "moving", 4);
-    assert_eq!(json_field(&seen, "count"), 5000, "{seen}");
+    assert_eq!(json_field(&seen, "count"), 8000, "{seen}");
     assert_eq!(json_field(&seen, "duplicates"), 0);
     drop(stdin);
     let _ = mock.wait();

@@ -6,6 +6,9 @@ Protocol on stdin/stdout (one JSON line out per command in):
   start: prints {"bootstrap": "...", "partitions": P}
   "produce N PREFIX" -> produces N records (idempotent), prints {"acked": N}
   "move"             -> moves every partition's leader to the next broker, prints {"moved": P}
+  "fetch-errors N"   -> the next N Fetch requests are answered with an error on every
+                        partition (alternately NOT_LEADER_OR_FOLLOWER and REQUEST_TIMED_OUT),
+                        prints {"injected": N}
   EOF on stdin       -> exit
 """
 
@@ -41,7 +44,14 @@ def load_librdkafka():
                                                ctypes.c_int]
     lib.rd_kafka_mock_partition_set_leader.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
                                                        ctypes.c_int32, ctypes.c_int32]
+    # Variadic: (cluster, ApiKey, count, error codes...).
+    lib.rd_kafka_mock_push_request_errors.restype = None
     return lib
+
+
+FETCH = 1
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
 
 
 def main():
@@ -85,6 +95,14 @@ def main():
                 leaders[p] = 1 + (leaders[p] % 3)
                 lib.rd_kafka_mock_partition_set_leader(mc, TOPIC.encode(), p, leaders[p])
             print(json.dumps({"moved": PARTITIONS}), flush=True)
+        elif words[0] == "fetch-errors":
+            n = int(words[1])
+            codes = [NOT_LEADER_OR_FOLLOWER if i % 2 == 0 else REQUEST_TIMED_OUT
+                     for i in range(n)]
+            lib.rd_kafka_mock_push_request_errors(
+                ctypes.c_void_p(mc), ctypes.c_int16(FETCH), ctypes.c_size_t(n),
+                *[ctypes.c_int(c) for c in codes])
+            print(json.dumps({"injected": n}), flush=True)
 
 
 if __name__ == "__main__":
