@@ -1,7 +1,11 @@
 //! Criterion benches of the log's hot paths: header parse + CRC, leader and passthrough
-//! append throughput, offset-index lookup, producer-state update per batch.
+//! append throughput (passthrough with the log's CRC check and with the caller's),
+//! offset-index lookup, producer-state update per batch.
 //!
-//! Run: `cargo bench --bench log` (results and machine in perf/RESULTS.md).
+//! Run: `cargo bench --bench log` (results and machine in perf/RESULTS.md). With
+//! `TWINLOG_BENCH_CPU=1` the append benches time the appending thread's CPU instead of
+//! the wall clock: what the log itself costs, without the kernel's page-cache copy (done
+//! by io_uring workers) and less disturbed by disk write-back and other load.
 
 use std::time::{Duration, Instant};
 
@@ -47,9 +51,33 @@ fn header_parse_and_crc(c: &mut Criterion) {
     g.finish();
 }
 
+/// How the timed appends go into the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Append {
+    Leader,
+    /// `append_passthrough`: the log verifies each batch's CRC.
+    Passthrough,
+    /// `append_passthrough_verified`: the batches are parsed and CRC-checked before the
+    /// clock starts, as the mirror fetcher does when it splits a fetched record set.
+    PassthroughVerified,
+}
+
+/// CPU time the calling thread has used so far (Linux `/proc/thread-self/schedstat`).
+fn thread_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").expect("schedstat");
+    let on_cpu_ns = stat
+        .split_whitespace()
+        .next()
+        .and_then(|ns| ns.parse().ok())
+        .expect("on-CPU nanoseconds");
+    Duration::from_nanos(on_cpu_ns)
+}
+
 /// Appends `count` batches to a fresh log on a glommio executor and returns the time
-/// the appends took (open and close excluded).
-fn timed_appends(batches: Vec<Bytes>, passthrough: bool) -> Duration {
+/// the appends took (open and close excluded): wall-clock time, or the executor
+/// thread's CPU time when `TWINLOG_BENCH_CPU` is set.
+fn timed_appends(batches: Vec<Bytes>, mode: Append) -> Duration {
+    let cpu = std::env::var_os("TWINLOG_BENCH_CPU").is_some();
     let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(512 << 10)
         .spawn(move || async move {
@@ -65,17 +93,37 @@ fn timed_appends(batches: Vec<Bytes>, passthrough: bool) -> Duration {
                 PartitionLog::open(dir.path(), TopicPartition::new("bench", 0), None, config, 0)
                     .await
                     .expect("open");
+            let parsed: Vec<RecordBatch> = if mode == Append::PassthroughVerified {
+                batches
+                    .iter()
+                    .map(|b| RecordBatch::parse_verified(b.clone(), 0).expect("valid"))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let start = Instant::now();
-            for b in batches {
-                if passthrough {
-                    log.append_passthrough(b, 0).await.expect("append");
-                } else {
-                    log.append_as_leader(b, LeaderEpoch(3), AppendKind::Client, 0)
-                        .await
-                        .expect("append");
+            let start_cpu = cpu.then(thread_cpu_time);
+            for (i, b) in batches.into_iter().enumerate() {
+                match mode {
+                    Append::Leader => {
+                        log.append_as_leader(b, LeaderEpoch(3), AppendKind::Client, 0)
+                            .await
+                            .expect("append");
+                    }
+                    Append::Passthrough => {
+                        log.append_passthrough(b, 0).await.expect("append");
+                    }
+                    Append::PassthroughVerified => {
+                        log.append_passthrough_verified(b, &parsed[i..=i], 0)
+                            .await
+                            .expect("append");
+                    }
                 }
             }
-            let elapsed = start.elapsed();
+            let elapsed = match start_cpu {
+                Some(start_cpu) => thread_cpu_time() - start_cpu,
+                None => start.elapsed(),
+            };
             log.close(0).await.expect("close");
             elapsed
         })
@@ -95,25 +143,30 @@ fn append_throughput(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("leader", name), |bench| {
             bench.iter_custom(|iters| {
                 (0..iters)
-                    .map(|_| timed_appends(vec![template.clone(); count], false))
+                    .map(|_| timed_appends(vec![template.clone(); count], Append::Leader))
                     .sum()
             })
         });
-        g.bench_function(BenchmarkId::new("passthrough", name), |bench| {
-            let records = i64::from(
-                RecordBatch::parse(template.clone(), 0)
-                    .expect("valid")
-                    .last_offset_delta(),
-            ) + 1;
-            let batches: Vec<Bytes> = (0..count as i64)
-                .map(|i| batch_of(size, i * records))
-                .collect();
-            bench.iter_custom(|iters| {
-                (0..iters)
-                    .map(|_| timed_appends(batches.clone(), true))
-                    .sum()
-            })
-        });
+        let records = i64::from(
+            RecordBatch::parse(template.clone(), 0)
+                .expect("valid")
+                .last_offset_delta(),
+        ) + 1;
+        let batches: Vec<Bytes> = (0..count as i64)
+            .map(|i| batch_of(size, i * records))
+            .collect();
+        for (id, mode) in [
+            ("passthrough", Append::Passthrough),
+            ("passthrough_verified", Append::PassthroughVerified),
+        ] {
+            g.bench_function(BenchmarkId::new(id, name), |bench| {
+                bench.iter_custom(|iters| {
+                    (0..iters)
+                        .map(|_| timed_appends(batches.clone(), mode))
+                        .sum()
+                })
+            });
+        }
     }
     g.finish();
 }

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use kafka_protocol::protocol::Request;
 
 use super::session::{
@@ -172,10 +172,11 @@ impl BlockingConnection {
         let mut prefix = [0u8; 4];
         self.stream.read_exact(&mut prefix).map_err(read)?;
         let size = self.session.frame_size(prefix)?;
-        let mut buf = BytesMut::zeroed(size);
-        self.stream.read_exact(&mut buf).map_err(read)?;
-        session::check_frame_correlation(corr, &buf)?;
-        Ok(buf.freeze())
+        let mut buf = self.session.recv.take(size);
+        self.stream.read_exact(&mut buf[..size]).map_err(read)?;
+        let frame = self.session.recv.frame(buf, size);
+        session::check_frame_correlation(corr, &frame)?;
+        Ok(frame)
     }
 }
 

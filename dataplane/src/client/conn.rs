@@ -3,7 +3,7 @@
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::TcpStream;
 use kafka_protocol::protocol::Request;
@@ -209,16 +209,21 @@ impl KafkaConnection {
         let mut prefix = [0u8; 4];
         self.stream.read_exact(&mut prefix).await.map_err(read)?;
         let size = self.session.frame_size(prefix)?;
-        let mut buf = BytesMut::zeroed(size);
-        self.stream.read_exact(&mut buf).await.map_err(read)?;
-        session::check_frame_correlation(corr, &buf)?;
-        Ok(buf.freeze())
+        let mut buf = self.session.recv.take(size);
+        self.stream
+            .read_exact(&mut buf[..size])
+            .await
+            .map_err(read)?;
+        let frame = self.session.recv.frame(buf, size);
+        session::check_frame_correlation(corr, &frame)?;
+        Ok(frame)
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use bytes::BytesMut;
     use kafka_protocol::messages::api_versions_response::ApiVersion;
     use kafka_protocol::messages::{
         ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse, RequestHeader,
@@ -409,6 +414,30 @@ pub(crate) mod tests {
             let body = c.send_raw(100, 0, b"hello").await.expect("raw");
             assert_eq!(&body[..], b"hello");
             assert!(!c.is_broken());
+        });
+    }
+
+    #[test]
+    fn large_responses_reuse_buffers_without_touching_held_ones() {
+        let addr = fake_broker(Misbehave::None);
+        run_glommio(move || async move {
+            let mut c = KafkaConnection::connect(&addr, "test", Duration::from_secs(5))
+                .await
+                .expect("connects");
+            let size = 3 * session::RECV_REUSE_BYTES_MIN;
+            let first = c.send_raw(100, 0, &vec![1; size]).await.expect("raw");
+            let second = c.send_raw(100, 0, &vec![2; size]).await.expect("raw");
+            assert!(first.len() == size && first.iter().all(|b| *b == 1));
+            assert!(second.len() == size && second.iter().all(|b| *b == 2));
+            let first_at = first.as_ptr();
+            drop(first);
+            // The first response's buffer is free again: the third is read into it.
+            let third = c.send_raw(100, 0, &vec![3; size - 7]).await.expect("raw");
+            assert_eq!(third.as_ptr(), first_at);
+            assert!(third.len() == size - 7 && third.iter().all(|b| *b == 3));
+            assert!(second.iter().all(|b| *b == 2));
+            let small = c.send_raw(100, 0, b"small").await.expect("raw");
+            assert_eq!(&small[..], b"small");
         });
     }
 

@@ -465,17 +465,60 @@ impl PartitionLog {
     /// Appends batches fetched from another log (mirror or replica fetcher) exactly as
     /// received: base offsets and partition leader epochs are kept, the first batch must
     /// start at or after the log end and each next one after the previous one (a
-    /// compacted source leaves gaps). Producer state,
+    /// compacted source leaves gaps). Every batch's CRC is verified here. Producer state,
     /// epoch cache and indexes are still updated from the headers.
     pub async fn append_passthrough(
         &mut self,
         records: Bytes,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        let batches = self.parse_batches(records)?;
+        let batches = self.parse_batches(records.clone())?;
+        self.append_parsed_passthrough(records, &batches, now_ms)
+            .await
+    }
+
+    /// [`append_passthrough`](Self::append_passthrough) for a caller that has parsed and
+    /// verified the batches itself (the mirror fetcher splits each fetched record set
+    /// with [`RecordBatch::parse_verified`] to find its complete batches), so their
+    /// CRC32C is not computed a second time here.
+    ///
+    /// Contract: `batches` are `records` split into its batches, in order: each one a
+    /// slice of `records` (same memory, not a copy), together covering all of it; and
+    /// each was checked by `RecordBatch::parse_verified` (CRC, and the control record of
+    /// a control batch). A caller that cannot promise the CRC check must use
+    /// `append_passthrough`, or corrupt data goes to disk unnoticed. The tiling is
+    /// checked (cheaply, by address) and a violation is a bug: it panics. Everything
+    /// else is checked as in `append_passthrough`: no batches is
+    /// [`LogError::EmptyAppend`], offsets must not go below the log end or back
+    /// ([`LogError::UnexpectedAppendOffset`]), and producer state validates and
+    /// records every batch.
+    pub async fn append_passthrough_verified(
+        &mut self,
+        records: Bytes,
+        batches: &[RecordBatch],
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        if batches.is_empty() {
+            return Err(LogError::EmptyAppend {
+                tp: self.tp.clone(),
+            });
+        }
+        assert_batches_tile(&self.tp, &records, batches);
+        self.append_parsed_passthrough(records, batches, now_ms)
+            .await
+    }
+
+    /// The passthrough append once `batches` (non-empty, with checked headers and CRCs)
+    /// are known to be exactly `records`.
+    async fn append_parsed_passthrough(
+        &mut self,
+        records: Bytes,
+        batches: &[RecordBatch],
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
         // Offsets only go up; gaps are allowed (a compacted source leaves them).
         let mut expected = self.log_end_offset;
-        for b in &batches {
+        for b in batches {
             if b.base_offset() < expected {
                 return Err(LogError::UnexpectedAppendOffset {
                     tp: self.tp.clone(),
@@ -491,7 +534,7 @@ impl PartitionLog {
             .collect();
         self.maybe_roll(&placements, now_ms).await?;
         let mut producer_append = self.producer_state.begin_append(AppendOrigin::Replication);
-        for b in &batches {
+        for b in batches {
             producer_append
                 .append(&self.producer_state, b, b.base_offset())
                 .map_err(|source| LogError::Producer {
@@ -499,14 +542,14 @@ impl PartitionLog {
                     source,
                 })?;
         }
-        let total = placements.iter().map(|p| p.size as usize).sum();
-        let mut buf = Vec::with_capacity(total);
-        for b in &batches {
-            buf.extend_from_slice(b.as_bytes());
-        }
+        // The one copy left on this path: the segment writes through glommio's
+        // `BufferedFile::write_at`, which takes an owned `Vec<u8>`, while `records` is a
+        // slice of a buffer shared with other partitions (a fetch response), so it
+        // cannot be handed over without copying.
+        let buf = records.to_vec();
         self.active_segment_mut().append(buf, &placements).await?;
         let completed = self.producer_state.commit(producer_append);
-        self.after_append(&placements, &completed, &batches, now_ms)
+        self.after_append(&placements, &completed, batches, now_ms)
             .await
     }
 
@@ -947,6 +990,34 @@ impl PartitionLog {
     }
 }
 
+/// Panics unless `batches` are consecutive slices of `records` (the same memory) that
+/// cover all of it: the contract of [`PartitionLog::append_passthrough_verified`].
+/// Comparing addresses costs nothing per byte, unlike comparing contents.
+fn assert_batches_tile(tp: &TopicPartition, records: &Bytes, batches: &[RecordBatch]) {
+    let mut at = 0usize;
+    for b in batches {
+        let bytes = b.as_bytes();
+        let end = at.saturating_add(bytes.len());
+        let same = records
+            .get(at..end)
+            .is_some_and(|r| r.as_ptr() == bytes.as_ptr());
+        assert!(
+            same,
+            "{tp}: verified passthrough batch at offset {} is not bytes {at}..{end} of the \
+             records ({} bytes)",
+            b.base_offset(),
+            records.len()
+        );
+        at = end;
+    }
+    assert_eq!(
+        at,
+        records.len(),
+        "{tp}: verified passthrough batches cover {at} of {} record bytes",
+        records.len()
+    );
+}
+
 fn is_pid_reset(batch: &RecordBatch) -> bool {
     matches!(batch.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
 }
@@ -987,5 +1058,226 @@ fn exact_timestamp_match(
             tracing::warn!(offset = batch.base_offset().0, error = %e, "cannot decompress batch for a timestamp look-up");
             fallback
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{ProducerEpoch, ProducerId};
+    use crate::wire::batch::{BatchBuilder, BatchError};
+    use crate::wire::records::encode_simple_records;
+
+    /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.
+    fn run<F, Fut>(f: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(256 << 10)
+            .spawn(f)
+            .expect("executor starts")
+            .join()
+            .expect("executor finishes");
+    }
+
+    async fn open(dir: &Path) -> PartitionLog {
+        PartitionLog::open(
+            dir,
+            TopicPartition::new("t", 0),
+            None,
+            LogConfig::default(),
+            0,
+        )
+        .await
+        .expect("log opens")
+    }
+
+    /// A batch with a fixed base offset and epoch, as a mirror fetcher receives it.
+    fn source_batch(base_offset: i64, epoch: i32, records: i32) -> Bytes {
+        BatchBuilder {
+            base_offset: Offset(base_offset),
+            partition_leader_epoch: LeaderEpoch(epoch),
+            last_offset_delta: records - 1,
+            record_count: records,
+            base_timestamp: base_offset,
+            max_timestamp: base_offset + i64::from(records) - 1,
+            ..BatchBuilder::default()
+        }
+        .build(&encode_simple_records(records, 0, 16))
+    }
+
+    fn concat(parts: &[Bytes]) -> Bytes {
+        parts.concat().into()
+    }
+
+    /// `records` split the way the mirror fetcher splits a fetched record set: each
+    /// batch a CRC-verified slice of it.
+    fn split(records: &Bytes) -> Vec<RecordBatch> {
+        BatchIter::new(records.clone(), 0, true)
+            .collect::<Result<_, _>>()
+            .expect("valid batches")
+    }
+
+    #[test]
+    fn verified_passthrough_keeps_offsets_and_epochs_allows_gaps_and_refuses_going_back() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut log = open(dir.path()).await;
+            let records = concat(&[source_batch(0, 5, 4), source_batch(4, 7, 2)]);
+            let info = log
+                .append_passthrough_verified(records.clone(), &split(&records), 0)
+                .await
+                .expect("append");
+            assert_eq!(
+                (info.first_offset, info.last_offset, info.record_count),
+                (Offset(0), Offset(5), 6)
+            );
+            assert_eq!(log.log_end_offset(), Offset(6));
+            // A compacted source leaves offset gaps: accepted as they are.
+            let gap = source_batch(7, 7, 1);
+            log.append_passthrough_verified(gap.clone(), &split(&gap), 0)
+                .await
+                .expect("gap");
+            assert_eq!(log.log_end_offset(), Offset(8));
+            let size = log.size_in_bytes();
+
+            // Below the log end: refused, nothing written.
+            let back = source_batch(5, 7, 1);
+            let err = log
+                .append_passthrough_verified(back.clone(), &split(&back), 0)
+                .await
+                .expect_err("below the log end");
+            assert!(
+                matches!(
+                    err,
+                    LogError::UnexpectedAppendOffset {
+                        expected: Offset(8),
+                        found: Offset(5),
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            // Going back inside one append: refused as a whole.
+            let records = concat(&[source_batch(8, 7, 3), source_batch(9, 7, 1)]);
+            let err = log
+                .append_passthrough_verified(records.clone(), &split(&records), 0)
+                .await
+                .expect_err("backwards inside the append");
+            assert!(
+                matches!(
+                    err,
+                    LogError::UnexpectedAppendOffset {
+                        expected: Offset(11),
+                        found: Offset(9),
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            assert_eq!(log.log_end_offset(), Offset(8));
+            assert_eq!(log.size_in_bytes(), size);
+
+            // Stored byte for byte, epochs from the source.
+            let data = log.read(Offset(0), 1 << 20).await.expect("read");
+            let expected = concat(&[
+                source_batch(0, 5, 4),
+                source_batch(4, 7, 2),
+                source_batch(7, 7, 1),
+            ]);
+            assert_eq!(data.records, expected);
+            assert_eq!(
+                log.end_offset_for_epoch(LeaderEpoch(5)),
+                (LeaderEpoch(5), Offset(4))
+            );
+        });
+    }
+
+    #[test]
+    fn verified_passthrough_trusts_the_callers_crc_check() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut log = open(dir.path()).await;
+            let mut corrupt = source_batch(0, 1, 2).to_vec();
+            if let Some(last) = corrupt.last_mut() {
+                *last ^= 0xff;
+            }
+            let corrupt = Bytes::from(corrupt);
+            let err = log
+                .append_passthrough(corrupt.clone(), 0)
+                .await
+                .expect_err("append_passthrough verifies the CRC");
+            assert!(
+                matches!(
+                    err,
+                    LogError::InvalidBatch {
+                        source: BatchError::CrcMismatch { .. },
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+            // Batches parsed without the CRC check stand for a caller that checked it:
+            // not computed again, so this one goes through.
+            let unchecked = vec![RecordBatch::parse(corrupt.clone(), 0).expect("header")];
+            log.append_passthrough_verified(corrupt, &unchecked, 0)
+                .await
+                .expect("the CRC is not checked twice");
+            assert_eq!(log.log_end_offset(), Offset(2));
+        });
+    }
+
+    #[test]
+    fn verified_passthrough_updates_producer_state_and_refuses_empty_appends() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut log = open(dir.path()).await;
+            let txn = BatchBuilder {
+                base_offset: Offset(10),
+                last_offset_delta: 2,
+                record_count: 3,
+                producer_id: ProducerId(42),
+                producer_epoch: ProducerEpoch(1),
+                base_sequence: 0,
+                ..BatchBuilder::default()
+            }
+            .transactional(true)
+            .build(&encode_simple_records(3, 0, 8));
+            log.append_passthrough_verified(txn.clone(), &split(&txn), 0)
+                .await
+                .expect("transactional batch");
+            assert_eq!(log.producer_state().len(), 1);
+            assert_eq!(log.first_unstable_offset(), Some(Offset(10)));
+
+            let err = log
+                .append_passthrough_verified(Bytes::new(), &[], 0)
+                .await
+                .expect_err("nothing to append");
+            assert!(matches!(err, LogError::EmptyAppend { .. }), "{err:?}");
+            assert_eq!(log.log_end_offset(), Offset(13));
+        });
+    }
+
+    #[test]
+    fn batches_must_be_slices_of_the_records_they_claim_to_be() {
+        let tp = TopicPartition::new("t", 0);
+        let records = concat(&[source_batch(0, 1, 1), source_batch(1, 1, 1)]);
+        let batches = split(&records);
+        assert_batches_tile(&tp, &records, &batches);
+        let copy = Bytes::copy_from_slice(&records);
+        let refused = |records: Bytes, batches: Vec<RecordBatch>| {
+            let tp = tp.clone();
+            std::panic::catch_unwind(move || assert_batches_tile(&tp, &records, &batches)).is_err()
+        };
+        // Equal bytes elsewhere in memory, a batch missing, a batch out of place.
+        assert!(refused(copy, batches.clone()));
+        assert!(refused(records.clone(), batches[..1].to_vec()));
+        assert!(refused(records.clone(), batches[1..].to_vec()));
+        assert!(refused(
+            records.slice(..batches[0].size_in_bytes()),
+            batches
+        ));
     }
 }
