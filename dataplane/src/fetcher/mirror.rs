@@ -942,7 +942,8 @@ impl MirrorFetcher {
             .map(|b| b.size_in_bytes())
             .sum::<usize>();
         let slice = records.slice(start..complete_len);
-        log.append_passthrough(slice, now_ms())
+        // `split_batches` checked every CRC: append without checking them again.
+        log.append_passthrough_verified(slice, &batches[first..], now_ms())
             .await
             .map_err(|e| Failure {
                 message: format!("appending mirrored batches: {e}"),
