@@ -66,6 +66,12 @@ pub async fn read_all(path: &Path) -> FsResult<Option<Vec<u8>>> {
 }
 
 /// Reads exactly `len` bytes at `pos` (short reads are retried; EOF is an error).
+///
+/// The bytes are copied once, out of glommio's read buffer into the returned `Vec`.
+/// Handing glommio's buffer on instead (`Bytes::from_owner`) is not possible: its
+/// `ReadResult` holds an `Rc` into the reactor, so it is neither `Send` nor safe to drop
+/// on another thread, while the `Bytes` made from a read cross shards (a Fetch served on
+/// one shard reads partitions owned by others).
 pub async fn read_exact_at(
     file: &BufferedFile,
     path: &Path,

@@ -34,6 +34,15 @@ pub struct BatchPlacement {
     pub size: u32,
 }
 
+/// Whole batches read for a Fetch: where they start, the first one's base offset, and
+/// their bytes.
+#[derive(Debug)]
+struct FoundRecords {
+    position: u64,
+    first_base_offset: Offset,
+    records: Bytes,
+}
+
 /// How a scan of the `.log` file ended.
 #[derive(Debug)]
 pub struct ScanEnd {
@@ -380,29 +389,111 @@ impl LogSegment {
 
     /// Whole batches starting with the one holding `offset`, up to `max_bytes` (the first
     /// batch is returned whole even when larger, as Kafka does).
+    ///
+    /// This is the Fetch path, so the bytes are read once: one window from the offset
+    /// index's position, sized for the answer, both finds the first batch and is returned
+    /// as a slice of itself (the slice keeps the window's buffer alive until the response
+    /// is sent). The window is read again from the first batch only when that batch lies
+    /// further past the index entry than the window reaches.
     pub async fn read(&self, offset: Offset, max_bytes: usize) -> FsResult<Option<(u64, Bytes)>> {
-        let Some((start, first)) = self.translate_offset(offset).await? else {
+        let (_, start) = self.offset_index.lookup(offset);
+        let found = self.read_from(u64::from(start), offset, max_bytes).await?;
+        // As in `translate_offset`: an index entry that parses but points past the batch
+        // holding `offset` (a damaged index file) must not make a reader skip offsets.
+        if start > 0 && found.as_ref().is_none_or(|f| f.first_base_offset > offset) {
+            let rescanned = self.read_from(0, offset, max_bytes).await?;
+            if rescanned.as_ref().map(|f| f.position) != found.as_ref().map(|f| f.position) {
+                tracing::warn!(
+                    segment = %self.log_path.display(), offset = offset.0,
+                    "offset index entry points past the requested offset; scanned from the start"
+                );
+            }
+            return Ok(rescanned.map(|f| (f.position, f.records)));
+        }
+        Ok(found.map(|f| (f.position, f.records)))
+    }
+
+    /// [`Self::read`] with the search for `offset` starting at position `from`.
+    async fn read_from(
+        &self,
+        from: u64,
+        offset: Offset,
+        max_bytes: usize,
+    ) -> FsResult<Option<FoundRecords>> {
+        let max_bytes = u64::try_from(max_bytes).unwrap_or(u64::MAX);
+        // File bytes [window_pos, window_pos + window.len()); empty until the first read.
+        let mut window = Bytes::new();
+        let mut window_pos = from;
+        // Position of the next batch to look at.
+        let mut at = from;
+        // Position and base offset of the first batch to return, once found.
+        let mut first: Option<(u64, Offset)> = None;
+        // End of the last batch to return.
+        let mut end = from;
+        while at < self.size {
+            if first.is_some_and(|(start, _)| end - start >= max_bytes) {
+                break;
+            }
+            let rel = (at - window_pos) as usize;
+            let total = match frame_size(&window[rel..], at) {
+                Ok(total) => total,
+                Err(BatchError::Truncated { needed, .. }) if at + needed <= self.size => {
+                    // The batch goes on past the window. Once the first batch is found the
+                    // window must hold everything from it, so read again from there.
+                    let keep = first.map_or(at, |(start, _)| start);
+                    let wanted_end = at + needed;
+                    if first.is_some() && wanted_end - keep > max_bytes {
+                        break; // this batch would not fit the answer anyway
+                    }
+                    let goal = if first.is_some() {
+                        max_bytes
+                    } else if window.is_empty() {
+                        // The first batch is usually within an index interval of `from`.
+                        max_bytes.saturating_add(self.index_interval_bytes)
+                    } else {
+                        // Still searching past a sparse index: read in larger chunks.
+                        max_bytes
+                            .saturating_add(self.index_interval_bytes)
+                            .max(SCAN_CHUNK_BYTES as u64)
+                    };
+                    let len = (wanted_end - keep).max(goal).min(self.size - keep);
+                    window = self.read_at(keep, len as usize).await?;
+                    window_pos = keep;
+                    continue;
+                }
+                // A batch that does not frame or parse ends the read, as it ends a scan.
+                Err(_) => break,
+            };
+            let Ok(batch) = RecordBatch::parse(window.slice(rel..rel + total), at) else {
+                break;
+            };
+            match first {
+                None if batch.last_offset() >= offset => {
+                    first = Some((at, batch.base_offset()));
+                }
+                None => {}
+                Some((start, _)) if at + total as u64 - start > max_bytes => break,
+                Some(_) => {}
+            }
+            at += total as u64;
+            if first.is_some() {
+                end = at;
+            }
+        }
+        let Some((position, first_base_offset)) = first else {
             return Ok(None);
         };
-        let mut end = start + first.size_in_bytes() as u64;
-        if (end - start) < max_bytes as u64 && end < self.size {
-            self.scan(end, false, |batch, pos| {
-                let next_end = pos + batch.size_in_bytes() as u64;
-                if next_end - start > max_bytes as u64 {
-                    return ControlFlow::Break(());
-                }
-                end = next_end;
-                ControlFlow::Continue(())
-            })
-            .await?;
-        }
-        if end - start == first.size_in_bytes() as u64 {
-            return Ok(Some((start, first.into_bytes())));
-        }
-        Ok(Some((
-            start,
-            self.read_at(start, (end - start) as usize).await?,
-        )))
+        assert!(
+            position >= window_pos && end <= window_pos + window.len() as u64,
+            "batches {position}..{end} of {} outside the read window {window_pos}+{}",
+            self.log_path.display(),
+            window.len()
+        );
+        Ok(Some(FoundRecords {
+            position,
+            first_base_offset,
+            records: window.slice((position - window_pos) as usize..(end - window_pos) as usize),
+        }))
     }
 
     /// Cuts the segment so it ends before the batch holding `offset`. Returns the bytes
@@ -700,5 +791,145 @@ fn parse(bytes: Bytes, pos: u64, verify_crc: bool) -> Result<RecordBatch, BatchE
         RecordBatch::parse_verified(bytes, pos)
     } else {
         RecordBatch::parse(bytes, pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::batch::BatchBuilder;
+    use crate::wire::records::encode_simple_records;
+
+    /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.
+    fn run<F, Fut>(f: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + 'static,
+    {
+        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+            .io_memory(256 << 10)
+            .spawn(f)
+            .expect("executor starts")
+            .join()
+            .expect("executor finishes");
+    }
+
+    /// A segment holding one batch per `(records, value_size)` shape, each its own
+    /// append, and the batches as appended.
+    async fn filled(
+        dir: &Path,
+        index_interval_bytes: u32,
+        shapes: &[(i32, usize)],
+    ) -> (LogSegment, Vec<RecordBatch>) {
+        let mut seg = LogSegment::create(dir, Offset(0), index_interval_bytes, 0)
+            .await
+            .expect("segment created");
+        let mut batches = Vec::new();
+        let mut next = Offset(0);
+        for &(records, value_size) in shapes {
+            let bytes = BatchBuilder {
+                base_offset: next,
+                last_offset_delta: records - 1,
+                record_count: records,
+                ..BatchBuilder::default()
+            }
+            .build(&encode_simple_records(records, 0, value_size));
+            let batch = RecordBatch::parse(bytes.clone(), 0).expect("built batch parses");
+            seg.append(bytes.to_vec(), &[placement_of(&batch)])
+                .await
+                .expect("append");
+            next = batch.next_offset();
+            batches.push(batch);
+        }
+        (seg, batches)
+    }
+
+    /// What [`LogSegment::read`] must return: whole batches from the one holding
+    /// `offset` while they fit `max_bytes`, the first one always.
+    fn expected(
+        batches: &[RecordBatch],
+        offset: Offset,
+        max_bytes: usize,
+    ) -> Option<(u64, Vec<u8>)> {
+        let first = batches.iter().position(|b| b.last_offset() >= offset)?;
+        let position = batches[..first]
+            .iter()
+            .map(|b| b.size_in_bytes() as u64)
+            .sum();
+        let mut out = batches[first].as_bytes().to_vec();
+        for b in &batches[first + 1..] {
+            if out.len() + b.size_in_bytes() > max_bytes {
+                break;
+            }
+            out.extend_from_slice(b.as_bytes());
+        }
+        Some((position, out))
+    }
+
+    /// Small batches around one larger than the scan chunk, so reads cross window ends,
+    /// start past the first window, and meet a first batch larger than `max_bytes`.
+    fn shapes() -> Vec<(i32, usize)> {
+        let mut shapes: Vec<(i32, usize)> =
+            (0..40).map(|i| (1 + i % 4, 10 + 97 * i as usize)).collect();
+        shapes.push((300, 4000)); // ~1.2 MiB
+        shapes.extend((0..20).map(|i| (1 + i % 3, 3000 - 100 * i as usize)));
+        shapes
+    }
+
+    #[test]
+    fn read_returns_whole_batches_up_to_max_bytes_for_any_index_density() {
+        run(|| async {
+            for index_interval_bytes in [1, 4096, u32::MAX] {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let (seg, batches) = filled(dir.path(), index_interval_bytes, &shapes()).await;
+                let end = seg.next_offset().0;
+                for offset in (0..=end).step_by(7).chain([end - 1, end]) {
+                    // Exactly the first two or three batches: the limit is inclusive.
+                    let exact = batches
+                        .iter()
+                        .skip_while(|b| b.last_offset() < Offset(offset))
+                        .take(3)
+                        .scan(0, |sum, b| {
+                            *sum += b.size_in_bytes();
+                            Some(*sum)
+                        })
+                        .skip(1);
+                    let sizes = [0, 1, 700, 10_000, 100_000, 2 << 20, usize::MAX];
+                    for max_bytes in sizes.into_iter().chain(exact) {
+                        let got = seg.read(Offset(offset), max_bytes).await.expect("read");
+                        let got = got.map(|(position, bytes)| (position, bytes.to_vec()));
+                        assert!(
+                            got == expected(&batches, Offset(offset), max_bytes),
+                            "read({offset}, {max_bytes}) with index interval \
+                             {index_interval_bytes}: got {:?}",
+                            got.map(|(p, b)| (p, b.len()))
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    #[test]
+    fn read_rescans_when_an_index_entry_points_past_the_offset() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (mut seg, batches) = filled(dir.path(), u32::MAX, &shapes()).await;
+            // A damaged entry: offset 2 said to be where the batch holding offset 30 is.
+            let (far, _) = seg
+                .translate_offset(Offset(30))
+                .await
+                .expect("translate")
+                .expect("offset 30 is in the segment");
+            seg.offset_index.append(Offset(2), far as u32);
+            for offset in [2, 5, 29] {
+                let got = seg.read(Offset(offset), 5000).await.expect("read");
+                let got = got.map(|(position, bytes)| (position, bytes.to_vec()));
+                assert!(
+                    got == expected(&batches, Offset(offset), 5000),
+                    "read({offset})"
+                );
+            }
+        });
     }
 }

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use glommio::net::{TcpListener, TcpStream};
-use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader};
+use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 use crate::api;
@@ -241,31 +241,87 @@ pub async fn handle_frame(
     encode_response(key, version, correlation_id, &response).map(Some)
 }
 
+/// Encodes the size prefix, header and body of a Kafka response into a buffer sized
+/// exactly beforehand, so a large response (Fetch) is copied in once, without a
+/// growing buffer's reallocations copying it again.
 fn encode_response(
     key: ApiKey,
     version: i16,
     correlation_id: i32,
-    body: &kafka_protocol::messages::ResponseKind,
+    body: &ResponseKind,
 ) -> Result<Bytes, ConnectionError> {
-    let mut buf = BytesMut::with_capacity(256);
-    buf.put_i32(0);
+    let encode_error = |message: String| ConnectionError::Encode {
+        key,
+        version,
+        message,
+    };
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = key.response_header_version(version);
+    // Sizing only saves reallocations: where it fails, `encode` below says why.
+    let capacity = header
+        .compute_size(header_version)
+        .ok()
+        .zip(body_size(body, version))
+        .map_or(256, |(header_size, body_size)| 4 + header_size + body_size);
+    let mut buf = BytesMut::with_capacity(capacity);
+    buf.put_i32(0);
     header
-        .encode(&mut buf, key.response_header_version(version))
-        .map_err(|e| ConnectionError::Encode {
-            key,
-            version,
-            message: e.to_string(),
-        })?;
+        .encode(&mut buf, header_version)
+        .map_err(|e| encode_error(e.to_string()))?;
     body.encode(&mut buf, version)
-        .map_err(|e| ConnectionError::Encode {
-            key,
-            version,
-            message: e.to_string(),
-        })?;
-    let size = (buf.len() - 4) as i32;
+        .map_err(|e| encode_error(e.to_string()))?;
+    // The prefix comes from what was written, so a `compute_size` that disagreed with
+    // `encode` would only cost a reallocation, never a frame the client misreads.
+    let size = i32::try_from(buf.len() - 4)
+        .map_err(|_| encode_error(format!("response of {} bytes", buf.len() - 4)))?;
     buf[..4].copy_from_slice(&size.to_be_bytes());
     Ok(buf.freeze())
+}
+
+/// The encoded size of `body`, for the responses Twinlog sends (`api::SUPPORTED`);
+/// `None` for others, which are sized as they are encoded, and where sizing fails.
+/// kafka-protocol's `ResponseKind` has no `compute_size` of its own.
+fn body_size(body: &ResponseKind, version: i16) -> Option<usize> {
+    macro_rules! sized {
+        ($($variant:ident),* $(,)?) => {
+            match body {
+                $(ResponseKind::$variant(x) => x.compute_size(version).ok(),)*
+                _ => None,
+            }
+        };
+    }
+    sized!(
+        Produce,
+        Fetch,
+        ListOffsets,
+        Metadata,
+        ApiVersions,
+        CreateTopics,
+        DeleteTopics,
+        DeleteRecords,
+        InitProducerId,
+        OffsetForLeaderEpoch,
+        DescribeConfigs,
+        AlterConfigs,
+        CreatePartitions,
+        IncrementalAlterConfigs,
+        DescribeCluster,
+        FindCoordinator,
+        JoinGroup,
+        SyncGroup,
+        Heartbeat,
+        LeaveGroup,
+        OffsetCommit,
+        OffsetFetch,
+        ListGroups,
+        DescribeGroups,
+        DeleteGroups,
+        OffsetDelete,
+        AddPartitionsToTxn,
+        AddOffsetsToTxn,
+        EndTxn,
+        TxnOffsetCommit,
+    )
 }
 
 /// A mirror RPC (keys 94-104): v0 only, flexible request header v2, response header v1.
@@ -403,6 +459,66 @@ mod tests {
             decode_mirror_request(cut, keys::DELETE_MIRROR, 0),
             Err(ConnectionError::MirrorDecode { .. })
         ));
+    }
+
+    /// The frame `encode_response` must produce: the plain encoding with its size prefix.
+    fn plain_frame(key: ApiKey, version: i16, correlation_id: i32, body: &ResponseKind) -> Bytes {
+        let mut plain = BytesMut::new();
+        plain.put_i32(0);
+        ResponseHeader::default()
+            .with_correlation_id(correlation_id)
+            .encode(&mut plain, key.response_header_version(version))
+            .expect("header encodes");
+        body.encode(&mut plain, version).expect("body encodes");
+        let size = (plain.len() - 4) as i32;
+        plain[..4].copy_from_slice(&size.to_be_bytes());
+        plain.freeze()
+    }
+
+    #[test]
+    fn fetch_response_is_sized_exactly_for_every_version() {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::{FetchResponse, TopicName};
+
+        let partitions: Vec<PartitionData> =
+            [None, Some(Bytes::new()), Some(vec![7u8; 70_000].into())]
+                .into_iter()
+                .enumerate()
+                .map(|(i, records)| {
+                    PartitionData::default()
+                        .with_partition_index(i as i32)
+                        .with_high_watermark(100 + i as i64)
+                        .with_records(records)
+                })
+                .collect();
+        let body = ResponseKind::Fetch(FetchResponse::default().with_responses(vec![
+            FetchableTopicResponse::default()
+                .with_topic(TopicName(StrBytes::from_static_str("t")))
+                .with_partitions(partitions),
+        ]));
+        for version in 4..=16 {
+            let frame = encode_response(ApiKey::Fetch, version, 42, &body).expect("encodes");
+            assert_eq!(
+                frame,
+                plain_frame(ApiKey::Fetch, version, 42, &body),
+                "Fetch v{version}"
+            );
+            let header_size = ResponseHeader::default()
+                .compute_size(ApiKey::Fetch.response_header_version(version))
+                .expect("header sized");
+            let body_size = body_size(&body, version).expect("Fetch is sized");
+            assert_eq!(frame.len(), 4 + header_size + body_size, "Fetch v{version}");
+        }
+    }
+
+    #[test]
+    fn responses_without_a_size_still_encode() {
+        use kafka_protocol::messages::SaslHandshakeResponse;
+
+        let body = ResponseKind::SaslHandshake(SaslHandshakeResponse::default());
+        assert_eq!(body_size(&body, 1), None);
+        let frame = encode_response(ApiKey::SaslHandshake, 1, 7, &body).expect("encodes");
+        assert_eq!(frame, plain_frame(ApiKey::SaslHandshake, 1, 7, &body));
     }
 
     #[test]
