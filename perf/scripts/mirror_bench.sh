@@ -21,15 +21,22 @@ cat > "$DIR/c.toml" <<TOML
 "num.partitions" = 8
 TOML
 NO_COLOR=1 "$BIN" serve --config "$DIR/c.toml" --data-dir "$DIR/a" --listen $A > "$DIR/a.log" 2>&1 &
+PID_A=$!
 NO_COLOR=1 "$BIN" serve --config "$DIR/c.toml" --data-dir "$DIR/b" --listen $B > "$DIR/b.log" 2>&1 &
+PID_B=$!
+# CPU seconds (user + system, every thread) both brokers used so far.
+cpu_both() { cat /proc/$PID_A/stat /proc/$PID_B/stat | awk -v hz="$(getconf CLK_TCK)" '{s += $14 + $15} END {printf "%.2f\n", s / hz}'; }
 for f in a b; do until grep -q "twinlog ready" "$DIR/$f.log"; do sleep 0.1; done; done
 
 now() { date +%s.%N; }
 "$BIN" topic create bench --partitions 8 --bootstrap-server $A > /dev/null
 "$PY" tests/clients/mirror_load.py --bootstrap $A --topic bench --partitions 8 \
     --count "$RECORDS" --value-size 1024 --compression none > /dev/null
-BYTES=$(du -sb "$DIR/a/bench-"* | awk '{s+=$1} END {print s}')
+# Flush the fill to disk first: the copy should not pay for writing back the load.
+sync
+BYTES=$(du -sb "$DIR/a/bench-"* | awk '{s+=$1} END {printf "%.0f\n", s}')
 "$BIN" mirror create m --source $A ${MIRROR_CONFIG:-} --bootstrap-server $B > /dev/null
+c0=$(cpu_both)
 t0=$(now)
 "$BIN" mirror add m --topic bench --bootstrap-server $B > /dev/null
 until "$BIN" mirror describe m --json --bootstrap-server $B | "$PY" -c '
@@ -39,12 +46,15 @@ ps = [p for m in d["mirrors"] for t in m["topics"] for p in t["partitions"]]
 ok = ps and all(p["state"] == "MIRRORING" and p["lag"] == 0 and p["source_offset"] > 0 for p in ps)
 sys.exit(0 if ok else 1)'; do sleep 0.05; done
 t1=$(now)
-python3 - "$t0" "$t1" "$RECORDS" "$BYTES" <<'PY'
+c1=$(cpu_both)
+python3 - "$t0" "$t1" "$RECORDS" "$BYTES" "$c0" "$c1" <<'PY'
 import sys
 t0, t1, n, b = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+cpu = float(sys.argv[6]) - float(sys.argv[5])
 s = t1 - t0
-print("mirror catch-up: %d records (%.0f MB on disk) in %.2f s = %.0f MB/s, %.0f records/s"
-      % (n, b / 1e6, s, b / 1e6 / s, n / s))
+print("mirror catch-up: %d records (%.0f MB on disk) in %.2f s = %.0f MB/s, %.0f records/s, "
+      "%.2f CPU s of both brokers = %.2f CPU s/GB"
+      % (n, b / 1e6, s, b / 1e6 / s, n / s, cpu, cpu / (b / 1e9)))
 PY
 
 for P in ${FAILOVER_PARTITIONS-1 1000}; do

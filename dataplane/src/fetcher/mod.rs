@@ -48,8 +48,10 @@ pub struct MirrorFetchConfig {
     pub request_timeout_ms: u64,
     pub connect_timeout_ms: u64,
     /// Connections (so Fetch requests in flight) per source broker per shard
-    /// (`mirror.fetch.connections`): a shard's partitions led by one source broker are
-    /// split across them.
+    /// (`mirror.fetch.connections`, default 1): a shard's partitions led by one source
+    /// broker are split across them. With the pipelined fetcher one connection per
+    /// shard was fastest (perf/RESULTS.md): more split each response and wait for the
+    /// slowest.
     pub fetch_connections: usize,
 }
 
@@ -78,7 +80,7 @@ impl MirrorFetchConfig {
             request_timeout_ms: int("request.timeout.ms", 30_000).clamp(100, 600_000) as u64,
             connect_timeout_ms: int("socket.connection.setup.timeout.ms", 10_000)
                 .clamp(100, 600_000) as u64,
-            fetch_connections: int("mirror.fetch.connections", 2).clamp(1, 8) as usize,
+            fetch_connections: int("mirror.fetch.connections", 1).clamp(1, 8) as usize,
         }
     }
 }
