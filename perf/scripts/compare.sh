@@ -205,13 +205,14 @@ t1=$(now)
 echo "$t0 $t1" > "$OUT/fill.time"
 # Record-batch bytes of the topic (the .log files; indexes are derived data).
 find "$WORK/a" -path "*/bench-*" -name '*.log' -printf '%s\n' |
-    awk '{s += $1} END {print s}' > "$OUT/source.bytes"
+    awk '{s += $1} END {printf "%.0f\n", s}' > "$OUT/source.bytes"
 
 native_run() { # SHARDS RUN
     local s=$1 r=$2
     start b "$s"
     "$TWINLOG" mirror create m --source "$A" --bootstrap-server "${ADDR[b]}" > /dev/null
     local t0 t1 ca0 cb0
+    sync # every copier starts with the disk's write-back done
     ca0=$(cpu_of "${PID[a]}")
     cb0=$(cpu_of "${PID[b]}")
     t0=$(now)
@@ -230,6 +231,7 @@ done
 for ((r = 1; r <= RUNS; r++)); do
     start c 2
     "$TWINLOG" topic create bench --partitions 8 --bootstrap-server "${ADDR[c]}" > /dev/null
+    sync
     ca0=$(cpu_of "${PID[a]}")
     cc0=$(cpu_of "${PID[c]}")
     run_rusage "$OUT/bridge-$r.rusage" "$BRIDGE" --source "$A" --destination "${ADDR[c]}" \
@@ -380,7 +382,7 @@ w("Source: one 2-shard broker, topic \`bench\` with 8 partitions filled with %s 
   "confluent-kafka producer, %.1f s), %.1f MB of record batches. Native: \`twinlog mirror create m "
   "--source A\` and \`twinlog mirror add m --topic bench\` on a fresh destination, timed from the add "
   "until \`twinlog mirror describe m --json\` shows every partition MIRRORING with lag 0 (polled every "
-  "~40 ms plus the CLI's start, included). Bridge: \`twinlog-bridge --source A --destination C "
+  "~40 ms plus the CLI's start, included). Each copy starts after \`sync\` (the fill's and the previous copy's write-back done). Bridge: \`twinlog-bridge --source A --destination C "
   "--topic bench --partitions 8\` (perf/bridge: rdkafka 0.39 / librdkafka 2.12, assigned "
   "partitions, \`fetch.max.bytes\` 50 MiB, \`max.partition.fetch.bytes\` 4 MiB, "
   "\`queued.max.messages.kbytes\` 1 GiB, \`fetch.wait.max.ms\` 100; producer \`acks=all\`, "
