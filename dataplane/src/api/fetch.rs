@@ -270,7 +270,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     resp
 }
 
-/// Reads every wanted partition, one job per owning shard, in parallel across shards.
+/// Reads every wanted partition, one job per owning shard, in parallel across shards and
+/// within each.
 async fn read_all(
     ctx: &Rc<ShardCtx>,
     wanted: &[Wanted],
@@ -290,13 +291,11 @@ async fn read_all(
             let idx: Vec<usize> = work.iter().map(|w| w.0).collect();
             let out = ctx
                 .run_on(shard, move |ctx| async move {
-                    let mut out = Vec::with_capacity(work.len());
-                    for (_, tp, offset, max) in work {
-                        out.push(
-                            read_on_owner(Rc::clone(&ctx), tp, offset, max, read_committed).await,
-                        );
-                    }
-                    out
+                    // The owner's reads overlap too: each waits on its own io_uring read.
+                    futures::future::join_all(work.into_iter().map(|(_, tp, offset, max)| {
+                        read_on_owner(Rc::clone(&ctx), tp, offset, max, read_committed)
+                    }))
+                    .await
                 })
                 .await
                 .unwrap_or_else(|_| {
