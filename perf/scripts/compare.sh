@@ -20,7 +20,7 @@
 #   perf/scripts/compare.sh
 #
 # Environment (all optional):
-#   RECORDS=1000000        records in the mirrored source topic (1 KiB values)
+#   RECORDS=3000000        records in the mirrored source topic (1 KiB values)
 #   RUNS=3                 catch-up runs per mirroring variant (each table cell: the median)
 #   PRODUCE_SECONDS=10     length of each max-rate produce run (also capped by PRODUCE_RECORDS)
 #   PRODUCE_RECORDS=4000000
@@ -42,7 +42,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 
-RECORDS=${RECORDS:-1000000}
+RECORDS=${RECORDS:-3000000}
 RUNS=${RUNS:-3}
 PRODUCE_SECONDS=${PRODUCE_SECONDS:-10}
 PRODUCE_RECORDS=${PRODUCE_RECORDS:-4000000}
