@@ -36,7 +36,7 @@
 #
 # Needs the Rust toolchain, python3, .venv (scripts/test.sh creates it: confluent-kafka for
 # the fill), cmake and a C compiler (the bridge's vendored librdkafka), bc. On a 2-core
-# machine: about 2.5 minutes of measurements (half a minute more with PROFILE_DIR) after the builds
+# machine: about 5 minutes of measurements (half a minute more with PROFILE_DIR) after the builds
 # (3.5 minutes for a release build of a changed workspace, 3 for the bridge's first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
