@@ -15,6 +15,8 @@ pub mod metadata;
 pub mod metrics;
 pub mod net;
 pub mod shard;
+#[cfg(test)]
+mod test_support;
 pub mod txn;
 pub mod types;
 pub mod wire;

@@ -406,7 +406,8 @@ impl SourceCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::conn::tests::{fake_broker, run_glommio, Misbehave};
+    use crate::client::conn::tests::{fake_broker, Misbehave};
+    use crate::test_support::run_glommio;
     use kafka_protocol::messages::metadata_response::{
         MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
     };

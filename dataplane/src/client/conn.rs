@@ -234,19 +234,7 @@ pub(crate) mod tests {
     use std::net::TcpListener;
     use std::thread;
 
-    /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.
-    pub(crate) fn run_glommio<F, Fut>(f: F)
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + 'static,
-    {
-        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .io_memory(256 << 10)
-            .spawn(f)
-            .expect("executor starts")
-            .join()
-            .expect("executor finishes");
-    }
+    use crate::test_support::run_glommio;
 
     /// What the fake broker does with a request after ApiVersions.
     #[derive(Debug, Clone, Copy)]

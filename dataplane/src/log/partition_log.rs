@@ -1068,19 +1068,7 @@ mod tests {
     use crate::wire::batch::{BatchBuilder, BatchError};
     use crate::wire::records::encode_simple_records;
 
-    /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.
-    fn run<F, Fut>(f: F)
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + 'static,
-    {
-        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .io_memory(256 << 10)
-            .spawn(f)
-            .expect("executor starts")
-            .join()
-            .expect("executor finishes");
-    }
+    use crate::test_support::run_glommio as run;
 
     async fn open(dir: &Path) -> PartitionLog {
         PartitionLog::open(

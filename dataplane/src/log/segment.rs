@@ -800,19 +800,7 @@ mod tests {
     use crate::wire::batch::BatchBuilder;
     use crate::wire::records::encode_simple_records;
 
-    /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.
-    fn run<F, Fut>(f: F)
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + 'static,
-    {
-        glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
-            .io_memory(256 << 10)
-            .spawn(f)
-            .expect("executor starts")
-            .join()
-            .expect("executor finishes");
-    }
+    use crate::test_support::run_glommio as run;
 
     /// A segment holding one batch per `(records, value_size)` shape, each its own
     /// append, and the batches as appended.
