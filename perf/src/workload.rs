@@ -173,7 +173,29 @@ pub fn finish(report: &RunReport, run: &RunArgs) -> Result<(), PerfError> {
     Ok(())
 }
 
-fn record_config(report: &mut RunReport, load: &LoadArgs, cfg: &ProduceConfig) {
+/// The report of a run that produces (`produce`, `e2e`), with its default label and
+/// the settings every such run records.
+#[allow(clippy::too_many_arguments)]
+fn producer_report(
+    workload: &str,
+    run: &RunArgs,
+    load: &LoadArgs,
+    cfg: &ProduceConfig,
+    bootstrap_server: &str,
+    topic: &str,
+    partitions: usize,
+    rate: Option<f64>,
+    duration: Duration,
+) -> RunReport {
+    let mut report = RunReport::new(
+        workload,
+        run.label.as_deref(),
+        format!(
+            "{workload} {} B x {partitions} partitions{}",
+            load.record_size,
+            rate.map_or(String::new(), |r| format!(" @ {r} rec/s"))
+        ),
+    );
     report.set("producers", load.producers);
     report.set("in_flight", load.in_flight);
     report.set("record_size", load.record_size);
@@ -188,6 +210,13 @@ fn record_config(report: &mut RunReport, load: &LoadArgs, cfg: &ProduceConfig) {
     report.set("batch_records", cfg.batch_records);
     report.set("linger_ms", load.linger_ms);
     report.set("idempotent", load.idempotent);
+    report.set("bootstrap_server", bootstrap_server);
+    report.set("topic", topic);
+    report.set("partitions", partitions);
+    report.set("rate", rate);
+    report.set("duration_s", duration.as_secs_f64());
+    report.set("threads", run.threads());
+    report
 }
 
 /// What `produce` and `e2e` set up alike: the topic (created if missing), the chosen
@@ -253,24 +282,18 @@ pub fn produce(args: &ProduceArgs) -> Result<(), String> {
         args.rate,
         args.records,
     )?;
-    let mut report = RunReport::new(
+    let mut report = producer_report(
         "produce",
-        args.run.label.as_deref(),
-        format!(
-            "produce {} B x {} partitions{}",
-            args.load.record_size,
-            partitions.len(),
-            args.rate.map_or(String::new(), |r| format!(" @ {r} rec/s"))
-        ),
+        &args.run,
+        &args.load,
+        &cfg,
+        &args.bootstrap_server,
+        &args.topic,
+        partitions.len(),
+        args.rate,
+        args.duration,
     );
-    record_config(&mut report, &args.load, &cfg);
-    report.set("bootstrap_server", &args.bootstrap_server);
-    report.set("topic", &args.topic);
-    report.set("partitions", partitions.len());
-    report.set("rate", args.rate);
     report.set("records", args.records);
-    report.set("duration_s", args.duration.as_secs_f64());
-    report.set("threads", args.run.threads());
     let plans = deal(lanes, Vec::new(), args.run.threads());
     let shared = RunShared::new(RunClock::start(args.duration));
     let workload = Arc::new(Workload {
@@ -384,24 +407,18 @@ pub fn e2e(args: &E2eArgs) -> Result<(), String> {
     let mut ccfg = consume_config(&args.fetch, &args.topic, &args.run.client_id);
     ccfg.e2e = true;
     ccfg.drain = Some(args.drain);
-    let mut report = RunReport::new(
+    let mut report = producer_report(
         "e2e",
-        args.run.label.as_deref(),
-        format!(
-            "e2e {} B x {} partitions{}",
-            args.load.record_size,
-            partitions.len(),
-            args.rate.map_or(String::new(), |r| format!(" @ {r} rec/s"))
-        ),
+        &args.run,
+        &args.load,
+        &pcfg,
+        &args.bootstrap_server,
+        &args.topic,
+        partitions.len(),
+        args.rate,
+        args.duration,
     );
-    record_config(&mut report, &args.load, &pcfg);
-    report.set("bootstrap_server", &args.bootstrap_server);
-    report.set("topic", &args.topic);
-    report.set("partitions", partitions.len());
-    report.set("rate", args.rate);
     report.set("consumers", args.consumers);
-    report.set("duration_s", args.duration.as_secs_f64());
-    report.set("threads", args.run.threads());
     let plans = deal(lanes, specs, args.run.threads());
     let shared = RunShared::new(RunClock::start(args.duration));
     let workload = Arc::new(Workload {
