@@ -232,6 +232,7 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.index.interval.bytes",
     "log.flush.interval.messages",
     "log.flush.interval.ms",
+    "log.direct.io",
     "producer.id.expiration.ms",
     "offsets.topic.num.partitions",
     "group.initial.rebalance.delay.ms",
@@ -442,6 +443,9 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("log.flush.interval.ms") {
             LogField::FlushMs.apply(&mut self.log, k, &v)?;
+        }
+        if let Some((k, v)) = get("log.direct.io") {
+            self.log.direct_io = v.boolean(k)?;
         }
         if let Some((k, v)) = get("producer.id.expiration.ms") {
             self.log.producer_id_expiration_ms = int_in(k, &v, POSITIVE_I32)?;
@@ -920,6 +924,7 @@ mod tests {
         "log.index.interval.bytes" = 8192
         "log.flush.interval.messages" = 10000
         "log.flush.interval.ms" = 1000
+        "log.direct.io" = true
         "producer.id.expiration.ms" = 3600000
     "#;
 
@@ -947,6 +952,7 @@ mod tests {
                 flush_ms: 1000,
                 producer_id_expiration_ms: 3_600_000,
                 max_message_bytes: 500_000,
+                direct_io: true,
             }
         );
     }
@@ -998,6 +1004,7 @@ mod tests {
             retention.check.interval.ms = 60000
             index.interval.bytes = 8192
             flush.interval = { messages = 10000, ms = 1000 }
+            direct.io = true
             [producer.id.expiration]
             ms = 3600000
         "#;

@@ -330,6 +330,7 @@ fn mirror_admin_over_the_wire() {
             "--timeout",
             "1",
         ][..],
+        &["mirror", "wait", "nope", "--caught-up", "--timeout", "1"][..],
     ] {
         fails_with(twinlog(&dst, args), "UNKNOWN_CLUSTER_MIRROR", &bs);
     }
@@ -357,7 +358,35 @@ fn mirror_admin_over_the_wire() {
         ),
         &bs,
     );
-    // A paused topic never catches up: --when-caught-up gives up and removes nothing.
+    // A paused topic never catches up: `wait --caught-up` times out naming it...
+    let out = twinlog(
+        &dst,
+        &[
+            "mirror",
+            "wait",
+            "m",
+            "--caught-up",
+            "--topic",
+            "orders",
+            "--timeout",
+            "1",
+            "--poll-ms",
+            "50",
+        ],
+    );
+    assert_eq!(
+        out.status.and_then(|s| s.code()),
+        Some(1),
+        "{}",
+        out.describe()
+    );
+    assert!(
+        out.stderr
+            .contains("to catch up; still behind: orders-0 (PAUSED"),
+        "{}",
+        out.describe()
+    );
+    // ... and --when-caught-up gives up and removes nothing.
     let out = twinlog(
         &dst,
         &[
@@ -555,6 +584,23 @@ fn mirror_remove_delete_and_recreate() {
         err.describe()
     );
 
+    let out = ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--caught-up",
+                "--poll-ms",
+                "20",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    assert_eq!(out.trim(), "mirror m: all 2 partitions are caught up");
     let out = ok(
         twinlog(
             &dst,

@@ -19,6 +19,12 @@ const BROKER_CONFIG: &str = r#"
 "mirror.failed.retry.initial.backoff.ms" = 200
 "#;
 
+/// The destinations of two tests append with O_DIRECT (`log.direct.io`), so mirroring,
+/// producing after failover and recovery after SIGKILL are also covered on that path.
+fn direct_io_config() -> String {
+    format!("{BROKER_CONFIG}\"log.direct.io\" = true\n")
+}
+
 /// The venv's python with confluent-kafka, or `None` (the test is skipped, and says so).
 fn confluent_kafka_python(test: &str) -> Option<std::path::PathBuf> {
     let py = venv_python();
@@ -106,7 +112,7 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
         return;
     };
     let a = Broker::start(BROKER_CONFIG);
-    let b = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(&direct_io_config());
     let topic = "orders";
     let created = run_command(
         std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
@@ -311,7 +317,7 @@ fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
         return;
     };
     let mut a = Broker::start(BROKER_CONFIG);
-    let mut b = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(&direct_io_config());
     let topic = "events";
     load(
         &py,

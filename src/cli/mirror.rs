@@ -24,8 +24,8 @@ use super::{
     DEFAULT_BOOTSTRAP,
 };
 
-/// How often `--when-caught-up` and `wait` ask for the mirror's state.
-const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How often `--when-caught-up` and `wait` ask for the mirror's state, by default (ms).
+const POLL_INTERVAL_MS: u64 = 500;
 /// Default of `--timeout` (seconds).
 const DEFAULT_TIMEOUT_S: &str = "60";
 /// Partitions named in a "still behind" message at most (the rest are counted).
@@ -108,18 +108,27 @@ enum MirrorCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Wait until every partition (of the given topics, or of the mirror) is in --state.
+    /// Wait until every partition (of the given topics, or of the mirror) is in --state,
+    /// or with --caught-up, MIRRORING with no lag.
+    #[command(group = clap::ArgGroup::new("until").required(true).args(["state", "caught_up"]))]
     Wait {
         name: String,
         /// A partition state: PREPARING, MIRRORING, PAUSED, STOPPED, FAILED...
         #[arg(long, value_parser = parse_state)]
-        state: MirrorPartitionState,
+        state: Option<MirrorPartitionState>,
+        /// Wait until every partition is MIRRORING and has copied the source's end.
+        #[arg(long)]
+        caught_up: bool,
         #[arg(long = "topic", value_name = "TOPIC")]
         topics: Vec<String>,
         /// Seconds to wait before giving up.
         #[arg(long, value_name = "SECONDS", default_value = DEFAULT_TIMEOUT_S,
               value_parser = parse_seconds)]
         timeout: Duration,
+        /// Milliseconds between two DescribeMirrors requests.
+        #[arg(long, value_name = "MS", default_value_t = POLL_INTERVAL_MS,
+              value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        poll_ms: u64,
     },
 }
 
@@ -207,9 +216,23 @@ fn execute(args: MirrorArgs) -> Result<(), CliError> {
         MirrorCommand::Wait {
             name,
             state,
+            caught_up,
             topics,
             timeout,
-        } => wait(&mut admin, &name, state, &topics, timeout),
+            poll_ms,
+        } => {
+            let poll = Duration::from_millis(poll_ms);
+            // clap's "until" group makes exactly one of --state and --caught-up present.
+            if let Some(state) = state.filter(|_| !caught_up) {
+                return wait(&mut admin, &name, state, &topics, timeout, poll);
+            }
+            let topics = if topics.is_empty() {
+                resolve_topics(&mut admin, &name, &[], true)?
+            } else {
+                topics
+            };
+            wait_caught_up(&mut admin, &name, &topics, timeout, poll, "")
+        }
     }
 }
 
@@ -662,7 +685,8 @@ fn remove(
         return remove_dry_run(admin, name, &topics);
     }
     if let Some(timeout) = when_caught_up {
-        wait_caught_up(admin, name, &topics, timeout)?;
+        let poll = Duration::from_millis(POLL_INTERVAL_MS);
+        wait_caught_up(admin, name, &topics, timeout, poll, "; nothing was removed")?;
     }
     let request = MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
         mirror_name: name.to_string(),
@@ -715,12 +739,14 @@ fn wait_caught_up(
     name: &str,
     topics: &[String],
     timeout: Duration,
+    poll: Duration,
+    outcome: &str,
 ) -> Result<(), CliError> {
     let started = Instant::now();
     loop {
         let mirror = described_mirror(describe_mirrors(admin, vec![name.to_string()])?, name)?;
         let partitions = chosen_partitions(&mirror, topics);
-        let behind: Vec<String> = partitions
+        let mut behind: Vec<String> = partitions
             .iter()
             .filter(|(_, p)| !is_caught_up(p))
             .map(|((t, n), p)| {
@@ -732,6 +758,14 @@ fn wait_caught_up(
                 format!("{t}-{n} ({}, lag {lag})", p.state)
             })
             .collect();
+        for t in topics {
+            if !partitions.keys().any(|(name, _)| name == t) {
+                behind.push(format!("{t} (no partitions in mirror {name} yet)"));
+            }
+        }
+        if topics.is_empty() {
+            behind.push(format!("mirror {name} has no topics"));
+        }
         if behind.is_empty() {
             outln!(
                 "mirror {name}: all {} partitions are caught up",
@@ -741,12 +775,12 @@ fn wait_caught_up(
         }
         if started.elapsed() >= timeout {
             return Err(CliError::Other(format!(
-                "timed out after {:.1}s waiting for mirror {name} to catch up; nothing was removed; still behind: {}",
+                "timed out after {:.1}s waiting for mirror {name} to catch up{outcome}; still behind: {}",
                 timeout.as_secs_f64(),
                 behind_list(&behind)
             )));
         }
-        thread::sleep(POLL_INTERVAL.min(timeout.saturating_sub(started.elapsed())));
+        thread::sleep(poll.min(timeout.saturating_sub(started.elapsed())));
     }
 }
 
@@ -871,6 +905,7 @@ fn wait(
     state: MirrorPartitionState,
     topics: &[String],
     timeout: Duration,
+    poll: Duration,
 ) -> Result<(), CliError> {
     let started = Instant::now();
     loop {
@@ -907,7 +942,7 @@ fn wait(
                 behind_list(&not_there)
             )));
         }
-        thread::sleep(POLL_INTERVAL.min(timeout.saturating_sub(started.elapsed())));
+        thread::sleep(poll.min(timeout.saturating_sub(started.elapsed())));
     }
 }
 

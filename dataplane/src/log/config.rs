@@ -21,6 +21,9 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: i64,
     /// `max.message.bytes`: the largest record batch accepted from a client.
     pub max_message_bytes: usize,
+    /// Broker-wide `log.direct.io` (no topic-level key): `.log` appends bypass the page
+    /// cache with O_DIRECT. See `LogSegment`.
+    pub direct_io: bool,
 }
 
 impl Default for LogConfig {
@@ -35,6 +38,7 @@ impl Default for LogConfig {
             flush_ms: u64::MAX,
             producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
+            direct_io: false,
         }
     }
 }

@@ -98,14 +98,28 @@ impl PartitionLog {
         let checkpoint_start = read_log_start_checkpoint(&dir, &tp).await?;
         let mut segments = BTreeMap::new();
         for base in &bases {
-            let seg = LogSegment::open(&dir, *base, config.index_interval_bytes, now_ms).await?;
+            let seg = LogSegment::open(
+                &dir,
+                *base,
+                config.index_interval_bytes,
+                config.direct_io,
+                now_ms,
+            )
+            .await?;
             segments.insert(*base, seg);
         }
         if segments.is_empty() {
             let base = checkpoint_start.unwrap_or(Offset(0));
             segments.insert(
                 base,
-                LogSegment::create(&dir, base, config.index_interval_bytes, now_ms).await?,
+                LogSegment::create(
+                    &dir,
+                    base,
+                    config.index_interval_bytes,
+                    config.direct_io,
+                    now_ms,
+                )
+                .await?,
             );
         }
         let first_base = *segments.keys().next().expect("at least one segment");

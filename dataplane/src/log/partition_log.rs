@@ -3,6 +3,7 @@
 //!
 //! Owned by exactly one shard; every method runs on that shard's glommio executor.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -456,7 +457,9 @@ impl PartitionLog {
             buf.extend_from_slice(b.as_bytes());
             stamp_offset_and_epoch(&mut buf[at..], p.base_offset, leader_epoch);
         }
-        self.active_segment_mut().append(buf, &placements).await?;
+        self.active_segment_mut()
+            .append(Cow::Owned(buf), &placements)
+            .await?;
         let completed = self.producer_state.commit(producer_append);
         self.after_append(&placements, &completed, &batches, now_ms)
             .await
@@ -542,12 +545,13 @@ impl PartitionLog {
                     source,
                 })?;
         }
-        // The one copy left on this path: the segment writes through glommio's
-        // `BufferedFile::write_at`, which takes an owned `Vec<u8>`, while `records` is a
-        // slice of a buffer shared with other partitions (a fetch response), so it
-        // cannot be handed over without copying.
-        let buf = records.to_vec();
-        self.active_segment_mut().append(buf, &placements).await?;
+        // The one copy left on this path: `records` is a slice of a buffer shared with
+        // other partitions (a fetch response), so it is copied once, into the owned
+        // `Vec<u8>` glommio's `BufferedFile::write_at` takes, or with `log.direct.io`
+        // into the aligned buffer of the direct write.
+        self.active_segment_mut()
+            .append(Cow::Borrowed(&records), &placements)
+            .await?;
         let completed = self.producer_state.commit(producer_append);
         self.after_append(&placements, &completed, batches, now_ms)
             .await
@@ -660,6 +664,7 @@ impl PartitionLog {
             &self.dir,
             new_base,
             self.config.index_interval_bytes,
+            self.config.direct_io,
             now_ms,
         )
         .await?;
@@ -735,8 +740,14 @@ impl PartitionLog {
             }
         }
         let now = self.last_flush_ms;
-        let seg =
-            LogSegment::create(&self.dir, offset, self.config.index_interval_bytes, now).await?;
+        let seg = LogSegment::create(
+            &self.dir,
+            offset,
+            self.config.index_interval_bytes,
+            self.config.direct_io,
+            now,
+        )
+        .await?;
         self.segments.insert(offset, seg);
         self.log_start_offset = offset;
         self.log_end_offset = offset;
