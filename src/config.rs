@@ -96,6 +96,10 @@ pub struct BrokerConfig {
     pub default_replication_factor: i16,
     /// `auto.create.topics.enable`: create a topic on Metadata for an unknown name.
     pub auto_create_topics_enable: bool,
+    /// `listener.cpu.steering`: each shard's listener sets SO_INCOMING_CPU to its core,
+    /// so a connection goes to the shard on the core that received it (see
+    /// `dataplane::net::bind`).
+    pub listener_cpu_steering: bool,
     /// `socket.request.max.bytes`: the largest request frame read from a client.
     pub socket_request_max_bytes: usize,
     /// `message.max.bytes`: the largest record batch accepted; also the default of the
@@ -186,6 +190,7 @@ impl Default for BrokerConfig {
             num_partitions: 1,
             default_replication_factor: 1,
             auto_create_topics_enable: true,
+            listener_cpu_steering: true,
             socket_request_max_bytes: 104_857_600,
             message_max_bytes: log.max_message_bytes,
             log_retention_check_interval_ms: 300_000,
@@ -219,6 +224,7 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "num.partitions",
     "default.replication.factor",
     "auto.create.topics.enable",
+    "listener.cpu.steering",
     "socket.request.max.bytes",
     "message.max.bytes",
     "log.retention.check.interval.ms",
@@ -359,6 +365,9 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("auto.create.topics.enable") {
             self.auto_create_topics_enable = v.boolean(k)?;
+        }
+        if let Some((k, v)) = get("listener.cpu.steering") {
+            self.listener_cpu_steering = v.boolean(k)?;
         }
         if let Some((k, v)) = get("socket.request.max.bytes") {
             self.socket_request_max_bytes = to_usize(k, int_in(k, &v, POSITIVE_I32)?)?;
@@ -914,6 +923,7 @@ mod tests {
         "num.partitions" = 8
         "default.replication.factor" = 1
         "auto.create.topics.enable" = false
+        "listener.cpu.steering" = false
         "socket.request.max.bytes" = 2000000
         "message.max.bytes" = 500000
         "log.retention.check.interval.ms" = 60000
@@ -937,6 +947,7 @@ mod tests {
         assert_eq!(c.num_partitions, 8);
         assert_eq!(c.default_replication_factor, 1);
         assert!(!c.auto_create_topics_enable);
+        assert!(!c.listener_cpu_steering);
         assert_eq!(c.socket_request_max_bytes, 2_000_000);
         assert_eq!(c.message_max_bytes, 500_000);
         assert_eq!(c.log_retention_check_interval_ms, 60_000);
@@ -991,6 +1002,8 @@ mod tests {
             factor = 1
             [auto.create.topics]
             enable = false
+            [listener.cpu]
+            steering = false
             [socket.request.max]
             bytes = 2000000
             [message.max]

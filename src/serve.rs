@@ -268,7 +268,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             ready_tx.clone(),
             (group_config.clone(), txn_config.clone()),
         );
-        let listen = config.listen;
+        let listen = (
+            config.listen,
+            config.listener_cpu_steering.then_some(shard_cfg.core),
+        );
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
             .name(&format!("shard-{id}"))
             .io_memory(shard_cfg.io_memory_bytes)
@@ -365,7 +368,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 async fn run_shard(
     id: usize,
     shards: usize,
-    listen: SocketAddr,
+    (listen, incoming_cpu): (SocketAddr, Option<usize>),
     router: ShardRouter,
     metadata: Arc<MetadataCell>,
     (controller, mirror): (
@@ -407,7 +410,7 @@ async fn run_shard(
             Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
         }
     }
-    let listener = match dataplane::net::bind(listen) {
+    let listener = match dataplane::net::bind(listen, incoming_cpu) {
         Ok(l) => l,
         Err(e) => {
             let _ = ready.send(Err((id, format!("cannot listen on {listen}: {e}"))));

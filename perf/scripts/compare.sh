@@ -26,6 +26,9 @@
 #   PRODUCE_RECORDS=4000000
 #   LATENCY_RATE=200000    records/s of the fixed-rate (open loop) latency run, 5 s
 #   FAILOVER_PARTITIONS="1 1000"
+#   DEST_DIRECT_IO=true    `log.direct.io` of every copy's destination (native and bridge
+#                          alike); the source and the produce/consume brokers keep the
+#                          default (page cache)
 #   NO_BUILD=1             use the binaries already built
 #   BRIDGE_TARGET_DIR=…    cargo target dir of perf/bridge (default perf/bridge/target)
 #   RESULTS=perf/RESULTS.md  where the section goes ("-": print it only)
@@ -48,6 +51,7 @@ PRODUCE_SECONDS=${PRODUCE_SECONDS:-10}
 PRODUCE_RECORDS=${PRODUCE_RECORDS:-4000000}
 LATENCY_RATE=${LATENCY_RATE:-200000}
 FAILOVER_PARTITIONS=${FAILOVER_PARTITIONS-1 1000}
+DEST_DIRECT_IO=${DEST_DIRECT_IO:-true}
 RESULTS=${RESULTS:-perf/RESULTS.md}
 PY=${PY:-.venv/bin/python}
 BRIDGE_TARGET_DIR=${BRIDGE_TARGET_DIR:-$ROOT/perf/bridge/target}
@@ -94,21 +98,25 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# Broker configs: 8 partitions by default; [[shard]] tables pick the cores.
+# Broker configs: 8 partitions by default; [[shard]] tables pick the cores. The `-dest`
+# variants are for the destinations of copies.
 for s in 1 2; do
-    {
-        echo '"mirror.state.topic.num.partitions" = 8'
-        echo '"num.partitions" = 8'
-        for ((c = 0; c < s; c++)); do printf '\n[[shard]]\ncore = %d\n' $c; done
-    } > "$WORK/shards$s.toml"
+    for role in "" -dest; do
+        {
+            echo '"mirror.state.topic.num.partitions" = 8'
+            echo '"num.partitions" = 8'
+            [ -z "$role" ] || echo "\"log.direct.io\" = $DEST_DIRECT_IO"
+            for ((c = 0; c < s; c++)); do printf '\n[[shard]]\ncore = %d\n' $c; done
+        } > "$WORK/shards$s$role.toml"
+    done
 done
 
-# start NAME SHARDS: a fresh broker; sets ADDR[NAME] and PID[NAME].
+# start NAME SHARDS [-dest]: a fresh broker; sets ADDR[NAME] and PID[NAME].
 start() {
-    local name=$1 shards=$2 port
+    local name=$1 shards=$2 role=${3:-} port
     port=$(free_port)
     rm -rf "$WORK/$name"
-    NO_COLOR=1 "$TWINLOG" serve --config "$WORK/shards$shards.toml" --data-dir "$WORK/$name" \
+    NO_COLOR=1 "$TWINLOG" serve --config "$WORK/shards$shards$role.toml" --data-dir "$WORK/$name" \
         --listen 127.0.0.1:$port > "$WORK/$name.log" 2>&1 &
     PID[$name]=$!
     ADDR[$name]=127.0.0.1:$port
@@ -206,7 +214,7 @@ find "$WORK/a" -path "*/bench-*" -name '*.log' -printf '%s\n' |
 
 native_run() { # SHARDS RUN
     local s=$1 r=$2
-    start b "$s"
+    start b "$s" -dest
     "$TWINLOG" mirror create m --source "$A" --bootstrap-server "${ADDR[b]}" > /dev/null
     local t0 t1 ca0 cb0
     sync # every copier starts with the disk's write-back done
@@ -226,7 +234,7 @@ for s in 2 1; do
 done
 
 for ((r = 1; r <= RUNS; r++)); do
-    start c 2
+    start c 2 -dest
     "$TWINLOG" topic create bench --partitions 8 --bootstrap-server "${ADDR[c]}" > /dev/null
     sync
     ca0=$(cpu_of "${PID[a]}")
@@ -241,7 +249,7 @@ done
 
 if [ -n "$PROFILE_DIR" ]; then
     log "profiling one native catch-up (perf record on both brokers)"
-    start b 2
+    start b 2 -dest
     "$TWINLOG" mirror create m --source "$A" --bootstrap-server "${ADDR[b]}" > /dev/null
     perf record --call-graph dwarf,16384 -F 499 -p "${PID[b]}" -o "$PROFILE_DIR/dest.perf.data" 2> "$PROFILE_DIR/dest.record.txt" &
     PERF_B=$!
@@ -265,7 +273,7 @@ if [ -n "$PROFILE_DIR" ]; then
 fi
 
 # --- 4. RemoveTopicsFromMirror to writable -------------------------------------------
-start b 2
+start b 2 -dest
 B=${ADDR[b]}
 "$TWINLOG" mirror create m --source "$A" --bootstrap-server "$B" > /dev/null
 for P in $FAILOVER_PARTITIONS; do
@@ -375,8 +383,9 @@ w("Source: one 2-shard broker, topic \`bench\` with 8 partitions filled with %s 
   "(\`tests/clients/mirror_load.py --count %d --value-size 1024 --compression none\`, idempotent "
   "confluent-kafka producer, %.1f s), %.1f MB of record batches. Native: \`twinlog mirror create m "
   "--source A\` and \`twinlog mirror add m --topic bench\` on a fresh destination, timed from the add "
-  "until \`twinlog mirror describe m --json\` shows every partition MIRRORING with lag 0 (polled every "
-  "~40 ms plus the CLI's start, included). Each copy starts after \`sync\` (the fill's and the previous copy's write-back done). Bridge: \`twinlog-bridge --source A --destination C "
+  "until \`twinlog mirror wait m --caught-up --poll-ms 20\` sees every partition MIRRORING with lag 0 "
+  "(one DescribeMirrors every 20 ms). Every destination, native and the bridge's alike, runs with "
+  "\`log.direct.io = $DEST_DIRECT_IO\`. Each copy starts after \`sync\` (the fill's and the previous copy's write-back done). Bridge: \`twinlog-bridge --source A --destination C "
   "--topic bench --partitions 8\` (perf/bridge: rdkafka 0.39 / librdkafka 2.12, assigned "
   "partitions, \`fetch.max.bytes\` 50 MiB, \`max.partition.fetch.bytes\` 4 MiB, "
   "\`queued.max.messages.kbytes\` 1 GiB, \`fetch.wait.max.ms\` 100; producer \`acks=all\`, "
@@ -431,7 +440,7 @@ if fo:
     w("")
     w("A 2-shard destination mirroring a topic of P partitions (10 records of 100 bytes each) from the "
       "source above, MIRRORING; timed from \`twinlog mirror remove m --topic T\` until \`twinlog mirror "
-      "describe\` shows every partition STOPPED (writable), polled back to back; CLI start included.")
+      "wait m --state STOPPED --topic T --poll-ms 2\` returns (every partition writable); CLI start included.")
     w("")
     w("| partitions | seconds |")
     w("| ---: | ---: |")

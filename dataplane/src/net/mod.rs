@@ -99,9 +99,35 @@ pub async fn run_listener(
     tracing::debug!(shard = ctx.id, ?addr, "listener stopped");
 }
 
-/// Binds the shard's listener socket (SO_REUSEPORT).
-pub fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).map_err(Into::into)
+/// Binds the shard's listener socket (SO_REUSEPORT). With `incoming_cpu` (the core the
+/// shard runs on), the socket also sets SO_INCOMING_CPU: the kernel (Linux 6.1 and later)
+/// then hands a connection whose SYN was processed on that core to this shard, and
+/// spreads the rest by hash as before. Over a NIC, that keeps a connection on the core its
+/// receive queue interrupts; over loopback, on the core the client connected from, so
+/// a peer whose connections come from different cores (a mirror's fetchers, one per
+/// destination shard) gets them on different shards instead of, by the hash's chance,
+/// one shard doing all the sending.
+pub fn bind(addr: SocketAddr, incoming_cpu: Option<usize>) -> std::io::Result<TcpListener> {
+    let Some(cpu) = incoming_cpu else {
+        return TcpListener::bind(addr).map_err(Into::into);
+    };
+    let domain = socket2::Domain::for_address(addr);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.set_reuse_port(true)?;
+    socket.set_cpu_affinity(cpu)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1024)?;
+    Ok(into_glommio_listener(socket))
+}
+
+/// glommio 0.9 builds a listener from an fd only (no safe conversion from a socket it
+/// did not create).
+#[allow(unsafe_code)]
+fn into_glommio_listener(socket: socket2::Socket) -> TcpListener {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: `into_raw_fd` gives up the socket's only owner, so the listener becomes the
+    // sole owner of a bound, listening TCP socket, as `from_raw_fd` requires.
+    unsafe { TcpListener::from_raw_fd(socket.into_raw_fd()) }
 }
 
 async fn serve_connection(
