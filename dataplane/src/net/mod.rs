@@ -20,6 +20,10 @@ use glommio::net::{TcpListener, TcpStream};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
+mod frame;
+
+pub use frame::ResponseFrame;
+
 use crate::api;
 use crate::shard::ShardCtx;
 use crate::wire;
@@ -160,7 +164,7 @@ async fn serve_connection(
         let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
         match timer.finish(handle_frame(&ctx, frame, &peer).await) {
             Ok(Some(response)) => {
-                if let Err(e) = stream.write_all(&response).await {
+                if let Err(e) = write_frame(&mut stream, &response).await {
                     if !is_disconnect(&e) {
                         tracing::debug!(client = %peer, error = %e, "write failed");
                     }
@@ -175,6 +179,13 @@ async fn serve_connection(
         }
     }
     let _ = stream.close().await;
+}
+
+async fn write_frame(stream: &mut TcpStream, frame: &ResponseFrame) -> std::io::Result<()> {
+    for chunk in frame.chunks() {
+        stream.write_all(chunk).await?;
+    }
+    Ok(())
 }
 
 fn is_disconnect(e: &std::io::Error) -> bool {
@@ -218,7 +229,7 @@ pub async fn handle_frame(
     ctx: &Rc<ShardCtx>,
     mut frame: Bytes,
     peer: &str,
-) -> Result<Option<Bytes>, ConnectionError> {
+) -> Result<Option<ResponseFrame>, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::ShortFrame(frame.len()));
     }
@@ -228,7 +239,7 @@ pub async fn handle_frame(
     if wire::mirror::keys::ALL.contains(&raw_key) {
         return handle_mirror_frame(ctx, frame, raw_key, version, peer)
             .await
-            .map(Some);
+            .map(|b| Some(ResponseFrame::single(b)));
     }
     let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
     if key == ApiKey::ApiVersions && !api::is_supported(key, version) {
@@ -267,10 +278,51 @@ pub async fn handle_frame(
     encode_response(key, version, correlation_id, &response).map(Some)
 }
 
-/// Encodes the size prefix, header and body of a Kafka response into a buffer sized
-/// exactly beforehand, so a large response (Fetch) is copied in once, without a
-/// growing buffer's reallocations copying it again.
+/// Encodes the size prefix, header and body of a Kafka response. A Fetch response's
+/// large record sets stay in their own buffers ([`frame::ChunkedBuf`]); everything else
+/// goes into a buffer sized exactly beforehand, without a growing buffer's reallocations
+/// copying it again.
 fn encode_response(
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    body: &ResponseKind,
+) -> Result<ResponseFrame, ConnectionError> {
+    if let Some(frame) = encode_chunked(version, correlation_id, body) {
+        return Ok(frame);
+    }
+    encode_plain(key, version, correlation_id, body).map(ResponseFrame::single)
+}
+
+/// A Fetch response with record sets of at least [`frame::SHARED_MIN_BYTES`], encoded
+/// without copying them; `None` for anything else, or when sizing and encoding disagree
+/// (the plain encoder then says why, or does it right).
+fn encode_chunked(version: i16, correlation_id: i32, body: &ResponseKind) -> Option<ResponseFrame> {
+    let ResponseKind::Fetch(fetch) = body else {
+        return None;
+    };
+    let shared: Vec<Bytes> = fetch
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.clone())
+        .filter(|r| r.len() >= frame::SHARED_MIN_BYTES)
+        .collect();
+    if shared.is_empty() {
+        return None;
+    }
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let header_version = ApiKey::Fetch.response_header_version(version);
+    let size = header.compute_size(header_version).ok()? + fetch.compute_size(version).ok()?;
+    let shared_len: usize = shared.iter().map(Bytes::len).sum();
+    let mut buf = frame::ChunkedBuf::new((4 + size).saturating_sub(shared_len), shared);
+    buf.put_i32(i32::try_from(size).ok()?);
+    header.encode(&mut buf, header_version).ok()?;
+    fetch.encode(&mut buf, version).ok()?;
+    (buf.len() == 4 + size).then(|| buf.finish())
+}
+
+fn encode_plain(
     key: ApiKey,
     version: i16,
     correlation_id: i32,
@@ -488,6 +540,13 @@ mod tests {
         ]));
         for version in 4..=16 {
             let frame = encode_response(ApiKey::Fetch, version, 42, &body).expect("encodes");
+            // The 70,000-byte record set is sent from its own buffer: no copy.
+            assert!(
+                frame.chunks().iter().any(|c| c.len() == 70_000),
+                "Fetch v{version}: {} chunks",
+                frame.chunks().len()
+            );
+            let frame = frame.to_bytes();
             assert_eq!(
                 frame,
                 plain_frame(ApiKey::Fetch, version, 42, &body),
@@ -508,7 +567,11 @@ mod tests {
         let body = ResponseKind::SaslHandshake(SaslHandshakeResponse::default());
         assert_eq!(body_size(&body, 1), None);
         let frame = encode_response(ApiKey::SaslHandshake, 1, 7, &body).expect("encodes");
-        assert_eq!(frame, plain_frame(ApiKey::SaslHandshake, 1, 7, &body));
+        assert_eq!(frame.chunks().len(), 1);
+        assert_eq!(
+            frame.to_bytes(),
+            plain_frame(ApiKey::SaslHandshake, 1, 7, &body)
+        );
     }
 
     #[test]
