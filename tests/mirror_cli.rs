@@ -74,6 +74,17 @@ fn fails_with(out: CmdOutput, name: &str, brokers: &[&Broker]) -> String {
     out.stderr
 }
 
+/// Panics unless the command exited 1 with every one of `needles` on stderr.
+#[track_caller]
+fn fails_saying(out: &CmdOutput, needles: &[&str]) {
+    let code = out.status.and_then(|s| s.code());
+    assert!(
+        code == Some(1) && needles.iter().all(|n| out.stderr.contains(n)),
+        "expected exit code 1 and {needles:?} on stderr:\n{}",
+        out.describe()
+    );
+}
+
 /// The value after `key: ` on the first line of `twinlog topic describe` output.
 fn describe_field(describe: &str, key: &str) -> String {
     let first = describe.lines().next().unwrap_or("");
@@ -168,18 +179,8 @@ fn topic_commands_over_the_wire() {
     // Nobody listens: a clear connection error, exit 1.
     let nowhere = format!("127.0.0.1:{}", free_port());
     let out = twinlog(&nowhere, &["topic", "list"]);
-    assert_eq!(
-        out.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        out.describe()
-    );
-    assert!(
-        out.stderr
-            .starts_with(&format!("error: cannot connect to {nowhere}: ")),
-        "{}",
-        out.describe()
-    );
+    fails_saying(&out, &[&format!("error: cannot connect to {nowhere}: ")]);
+    assert!(out.stderr.starts_with("error: "), "{}", out.describe());
 
     // Usage errors are clap's: exit 2.
     for args in [
@@ -374,18 +375,7 @@ fn mirror_admin_over_the_wire() {
             "50",
         ],
     );
-    assert_eq!(
-        out.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        out.describe()
-    );
-    assert!(
-        out.stderr
-            .contains("to catch up; still behind: orders-0 (PAUSED"),
-        "{}",
-        out.describe()
-    );
+    fails_saying(&out, &["to catch up; still behind: orders-0 (PAUSED"]);
     // ... and --when-caught-up gives up and removes nothing.
     let out = twinlog(
         &dst,
@@ -400,17 +390,7 @@ fn mirror_admin_over_the_wire() {
             "1.5",
         ],
     );
-    assert_eq!(
-        out.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        out.describe()
-    );
-    assert!(
-        out.stderr.contains("nothing was removed") && out.stderr.contains("orders-0 (PAUSED"),
-        "{}",
-        out.describe()
-    );
+    fails_saying(&out, &["nothing was removed", "orders-0 (PAUSED"]);
     let list = ok(twinlog(&dst, &["mirror", "list"]), &bs);
     assert_eq!(
         list_row(&list, "m").map(|r| r[4].clone()).as_deref(),
@@ -572,17 +552,7 @@ fn mirror_remove_delete_and_recreate() {
 
     // Regexes of `remove --topic` match the mirror's topics; one matching none fails.
     let err = twinlog(&dst, &["mirror", "remove", "m", "--topic", "pay.*"]);
-    assert_eq!(
-        err.status.and_then(|s| s.code()),
-        Some(1),
-        "{}",
-        err.describe()
-    );
-    assert!(
-        err.stderr.contains("no topic of mirror m matches"),
-        "{}",
-        err.describe()
-    );
+    fails_saying(&err, &["no topic of mirror m matches"]);
 
     let out = ok(
         twinlog(
