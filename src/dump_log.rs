@@ -14,6 +14,7 @@ use dataplane::log::epoch_cache::LeaderEpochCache;
 use dataplane::log::index::{OffsetIndex, TimeIndex};
 use dataplane::log::loader::{format_topic_id, parse_partition_metadata};
 use dataplane::log::producer_state::decode_snapshot_entries;
+use dataplane::log::segment::is_direct_io_padding;
 use dataplane::log::txn_index::TransactionIndex;
 use dataplane::types::Offset;
 use dataplane::wire::batch::{BatchIter, RecordBatch};
@@ -84,11 +85,20 @@ fn dump_segment(
     out: &mut impl Write,
 ) -> io::Result<bool> {
     writeln!(out, "Log starting offset: {base}")?;
-    let mut iter = BatchIter::new(data, 0, false);
+    let mut iter = BatchIter::new(data.clone(), 0, false);
     let mut position = 0usize;
     while let Some(next) = iter.next() {
         let batch = match next {
             Ok(b) => b,
+            Err(_) if is_direct_io_padding(&data[position..], data.len() as u64) => {
+                writeln!(
+                    out,
+                    "padding: {} zero bytes at position {position} (a `log.direct.io` append's; \
+                     cut at the next fsync or by recovery)",
+                    data.len() - position
+                )?;
+                return Ok(true);
+            }
             Err(e) => {
                 writeln!(out, "error: {e}; stopping at position {position}")?;
                 return Ok(false);

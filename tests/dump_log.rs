@@ -525,6 +525,18 @@ fn truncated_segment_is_reported() {
     // An empty segment is fine.
     let d = dump_copy(tmp.path(), "empty", SEGMENT, &[], true);
     assert_eq!(d.code, Some(0), "{}", d.stdout);
+    // The zero padding of an O_DIRECT append (`log.direct.io`) is named, not an error.
+    let mut padded = bytes.to_vec();
+    padded.resize(bytes.len().next_multiple_of(4096) + 4096, 0);
+    let d = dump_copy(tmp.path(), "padded", SEGMENT, &padded, true);
+    assert_eq!(d.code, Some(0), "{}", d.stdout);
+    assert_eq!(batch_lines(&d.stdout).len(), batches.len(), "{}", d.stdout);
+    let expected = format!(
+        "padding: {} zero bytes at position {}",
+        padded.len() - bytes.len(),
+        bytes.len()
+    );
+    assert!(d.stdout.contains(&expected), "{}", d.stdout);
 }
 
 #[test]

@@ -26,6 +26,16 @@ const DIRECT_IO_MIN_ALIGN: u64 = 4096;
 /// write that a crash left behind, not a torn batch.
 const DIRECT_IO_MAX_PADDING: u64 = 64 << 10;
 
+/// Whether `tail`, the bytes after a segment's last batch up to the end of a file of
+/// `file_len` bytes, is the zero padding of a direct-I/O append (`log.direct.io`), which
+/// an fsync or recovery cuts off, rather than a torn batch: a short run of zeros ending
+/// on a block boundary.
+pub fn is_direct_io_padding(tail: &[u8], file_len: u64) -> bool {
+    file_len.is_multiple_of(DIRECT_IO_MIN_ALIGN)
+        && (tail.len() as u64) < DIRECT_IO_MAX_PADDING
+        && tail.iter().all(|&b| b == 0)
+}
+
 /// File name of a segment file: the base offset in 20 digits plus the suffix.
 pub fn file_name(base_offset: Offset, suffix: &str) -> String {
     format!("{:020}{suffix}", base_offset.0)
@@ -471,14 +481,14 @@ impl LogSegment {
         })
     }
 
-    /// Whether `[from, to)` of the file is a short run of zero bytes.
+    /// Whether `[from, to)`, `to` being the end of the file, is direct-I/O padding.
     async fn is_zero_padding(&self, from: u64, to: u64) -> FsResult<bool> {
         if to - from >= DIRECT_IO_MAX_PADDING {
             return Ok(false);
         }
         let bytes =
             fs::read_exact_at(&self.log, &self.log_path, from, (to - from) as usize).await?;
-        Ok(bytes.iter().all(|&b| b == 0))
+        Ok(is_direct_io_padding(&bytes, to))
     }
 
     /// Position of the first batch whose last offset is >= `offset`, with that batch.
