@@ -6,6 +6,7 @@
 //! the binary wires the implementation in.
 
 pub mod api;
+mod buffers;
 pub mod client;
 pub mod controller;
 pub mod fetcher;

@@ -5,6 +5,9 @@
 #
 #   perf/scripts/mirror_bench.sh [TWINLOG_BIN] [RECORDS]
 #
+# Environment: DEST_CONFIG (TOML lines for the destination only), MIRROR_CONFIG
+# (`twinlog mirror create` arguments), KEEP_DIR=1 (keep the brokers' data and logs under
+# /tmp/twinlog-mirror-bench.*; 3,000,000 records take 6.5 GB).
 # Needs .venv (scripts/test.sh creates it) for the load producer. Prints one line per
 # measurement; copy them into perf/RESULTS.md with the machine and date.
 set -euo pipefail
@@ -12,7 +15,7 @@ BIN=${1:-target/release/twinlog}
 RECORDS=${2:-300000}
 PY=${PY:-.venv/bin/python}
 DIR=$(mktemp -d /tmp/twinlog-mirror-bench.XXXXXX)
-trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DIR"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; [ -n "${KEEP_DIR:-}" ] || rm -rf "$DIR"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 A=127.0.0.1:$(free_port)
 B=127.0.0.1:$(free_port)

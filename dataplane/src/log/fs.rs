@@ -3,10 +3,14 @@
 //! directory listing (which io_uring cannot do) runs on glommio's blocking-thread pool so
 //! the shard thread never blocks.
 
+use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use glommio::io::{BufferedFile, Directory, OpenOptions};
+
+use crate::buffers::RecvBuffers;
 
 /// Any I/O failure, with the path it concerned.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +104,82 @@ pub async fn read_exact_at(
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+/// A second, read-only handle on a file, for reads the page cache can answer at once.
+///
+/// glommio's buffered reads land in a reactor-owned buffer that is not `Send`, so every
+/// read was copied a second time into a `Vec` (see [`read_exact_at`]). `preadv2` with
+/// `RWF_NOWAIT` copies cached pages straight into the `Vec` and returns instead of waiting
+/// for the disk, so the shard never blocks; what it cannot read goes through glommio.
+#[derive(Debug)]
+pub struct CachedReader {
+    file: std::fs::File,
+}
+
+impl CachedReader {
+    /// Opens `path` read-only (on the blocking pool: `open` can wait for the disk).
+    pub async fn open(path: &Path) -> FsResult<CachedReader> {
+        let owned = path.to_path_buf();
+        let file = glommio::executor()
+            .spawn_blocking(move || std::fs::File::open(&owned))
+            .await
+            .map_err(fs_err("open", path))?;
+        Ok(CachedReader { file })
+    }
+
+    /// Fills `buf` from `pos` with what the page cache holds now; returns how much. Stops
+    /// early (short count, maybe 0) where the data is not cached or the kernel cannot
+    /// read without waiting; only real I/O errors are errors.
+    fn read_cached(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+        use rustix::io::{preadv2, Errno, ReadWriteFlags};
+        let mut got = 0;
+        while got < buf.len() {
+            let mut slices = [io::IoSliceMut::new(&mut buf[got..])];
+            match preadv2(
+                &self.file,
+                &mut slices,
+                pos + got as u64,
+                ReadWriteFlags::NOWAIT,
+            ) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(Errno::INTR) => continue,
+                // Not cached (AGAIN), or no RWF_NOWAIT here (OPNOTSUPP, NOSYS, INVAL).
+                Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(got)
+    }
+}
+
+/// Segment read windows kept per shard thread for reuse once their `Bytes` are dropped
+/// (a Fetch response sent): reads then land in warm memory without a memset first.
+const READ_BUFFERS_KEPT: usize = 16;
+
+thread_local! {
+    static READ_BUFFERS: RefCell<RecvBuffers> = RefCell::new(RecvBuffers::keeping(READ_BUFFERS_KEPT));
+}
+
+/// [`read_exact_at`], first taking what `reader` finds in the page cache (one copy, into
+/// a reused buffer), then reading the rest through glommio (never blocking the shard).
+pub async fn read_exact_at_cached(
+    file: &BufferedFile,
+    reader: &CachedReader,
+    path: &Path,
+    pos: u64,
+    len: usize,
+) -> FsResult<Bytes> {
+    let mut buf = READ_BUFFERS.with(|b| b.borrow_mut().take(len));
+    let got = reader
+        .read_cached(&mut buf[..len], pos)
+        .map_err(fs_err("read", path))?;
+    if got < len {
+        let rest = read_exact_at(file, path, pos + got as u64, len - got).await?;
+        buf[got..len].copy_from_slice(&rest);
+    }
+    Ok(READ_BUFFERS.with(|b| b.borrow_mut().frame(buf, len)))
 }
 
 /// Writes all of `buf` at `pos`. The buffer moves into the kernel's hands (no copy);
@@ -225,4 +305,45 @@ pub async fn write_tail(path: &Path, data: Vec<u8>, pos: u64, sync: bool) -> FsR
         file.fdatasync().await.map_err(fs_err("fsync", path))?;
     }
     file.close().await.map_err(fs_err("close", path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::run_glommio as run;
+
+    #[test]
+    fn cached_reads_return_the_bytes_written_and_fail_past_the_end() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let path = dir.path().join("f.log");
+            let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+            let file = open_rw(&path).await.expect("open");
+            write_all_at(&file, &path, data.clone(), 0)
+                .await
+                .expect("write");
+            let reader = CachedReader::open(&path).await.expect("reader");
+            for (pos, len) in [(0, 10), (17, 1 << 20), (1 << 20, 1_900_000), (2_999_999, 1)] {
+                // Twice: the second read may reuse the first one's buffer once dropped.
+                for _ in 0..2 {
+                    let got = read_exact_at_cached(&file, &reader, &path, pos as u64, len)
+                        .await
+                        .expect("read");
+                    assert_eq!(&got[..], &data[pos..pos + len], "read {len} at {pos}");
+                }
+            }
+            // A buffer still referenced is never handed out again.
+            let held = read_exact_at_cached(&file, &reader, &path, 0, 1 << 20)
+                .await
+                .expect("read");
+            let other = read_exact_at_cached(&file, &reader, &path, 1 << 20, 1 << 20)
+                .await
+                .expect("read");
+            assert_eq!(&held[..], &data[..1 << 20]);
+            assert_eq!(&other[..], &data[1 << 20..2 << 20]);
+            let past = read_exact_at_cached(&file, &reader, &path, 2_999_990, 20).await;
+            assert!(past.is_err(), "reading past the end must fail");
+            file.close().await.expect("close");
+        });
+    }
 }

@@ -120,6 +120,8 @@ pub struct LogSegment {
     dir: PathBuf,
     log_path: PathBuf,
     log: BufferedFile,
+    /// Reads what the page cache holds without glommio's extra copy.
+    reader: fs::CachedReader,
     /// Set when `.log` appends bypass the page cache (`log.direct.io`).
     direct: Option<DirectAppender>,
     size: u64,
@@ -187,6 +189,7 @@ impl LogSegment {
         let log_path = Self::path_for(dir, base_offset, ".log");
         let log = fs::open_rw(&log_path).await?;
         let size = log.file_size().await.map_err(fs_err("stat", &log_path))?;
+        let reader = fs::CachedReader::open(&log_path).await?;
         let direct = if direct_io {
             Some(DirectAppender::open(&log_path).await?)
         } else {
@@ -197,6 +200,7 @@ impl LogSegment {
             dir: dir.to_path_buf(),
             log_path,
             log,
+            reader,
             direct,
             size,
             next_offset: base_offset,
@@ -403,8 +407,7 @@ impl LogSegment {
 
     /// Reads `len` bytes at `pos`.
     pub async fn read_at(&self, pos: u64, len: usize) -> FsResult<Bytes> {
-        let v = fs::read_exact_at(&self.log, &self.log_path, pos, len).await?;
-        Ok(Bytes::from(v))
+        fs::read_exact_at_cached(&self.log, &self.reader, &self.log_path, pos, len).await
     }
 
     /// Visits the batches from `from` to the end of the segment (or until `f` breaks).
