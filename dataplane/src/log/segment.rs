@@ -112,6 +112,55 @@ impl DirectAppender {
             padded: false,
         })
     }
+
+    /// Writes `data` at `position` (the segment's end) with O_DIRECT: the partial block
+    /// before it, `data`, then zeros up to the next aligned position. `log` is the
+    /// segment's buffered file, for reading the partial block back when it is not known.
+    async fn append(
+        &mut self,
+        log: &BufferedFile,
+        path: &Path,
+        data: &[u8],
+        position: u64,
+    ) -> FsResult<()> {
+        let from = position / self.align * self.align;
+        let tail = match self.tail.take() {
+            Some(tail) => {
+                debug_assert_eq!(tail.len() as u64, position - from);
+                tail
+            }
+            None => fs::read_exact_at(log, path, from, (position - from) as usize).await?,
+        };
+        let used = tail.len() + data.len();
+        let padded_len = (used as u64).div_ceil(self.align) * self.align;
+        let mut buf = self.file.alloc_dma_buffer(padded_len as usize);
+        let bytes = buf.as_bytes_mut();
+        bytes[..tail.len()].copy_from_slice(&tail);
+        bytes[tail.len()..used].copy_from_slice(data);
+        bytes[used..].fill(0);
+        let end = position + data.len() as u64;
+        let new_tail = bytes[((end / self.align * self.align) - from) as usize..used].to_vec();
+        let written = self
+            .file
+            .write_at(buf, from)
+            .await
+            .map_err(fs_err("write (O_DIRECT)", path))?;
+        if written as u64 != padded_len {
+            return Err(fs::FsError {
+                op: "write (O_DIRECT)",
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    format!(
+                        "short write: {written} of {padded_len} bytes at {from} (device full?)"
+                    ),
+                ),
+            });
+        }
+        self.tail = Some(new_tail);
+        self.padded = padded_len > used as u64;
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -280,10 +329,9 @@ impl LogSegment {
         };
         let position = self.size;
         let len = buf.len() as u64;
-        let written = if self.direct.is_some() {
-            self.write_direct(&buf, position).await
-        } else {
-            fs::write_all_at(&self.log, &self.log_path, buf.into_owned(), position).await
+        let written = match &mut self.direct {
+            Some(d) => d.append(&self.log, &self.log_path, &buf, position).await,
+            None => fs::write_all_at(&self.log, &self.log_path, buf.into_owned(), position).await,
         };
         if let Err(e) = written {
             // Leave no partial batch behind: the file must end on a batch boundary.
@@ -296,59 +344,6 @@ impl LogSegment {
         }
         self.track_append(position, len, placements, last.last_offset);
         Ok(())
-    }
-
-    /// Writes `data` at `position` (the segment's end) with O_DIRECT: the partial block
-    /// before it, `data`, then zeros up to the next aligned position.
-    async fn write_direct(&mut self, data: &[u8], position: u64) -> FsResult<()> {
-        let tail = self.direct_tail(position).await?;
-        let Some(d) = self.direct.as_mut() else {
-            unreachable!("write_direct without a direct appender");
-        };
-        let start = position - tail.len() as u64;
-        let used = tail.len() + data.len();
-        let padded_len = (used as u64).div_ceil(d.align) * d.align;
-        let mut buf = d.file.alloc_dma_buffer(padded_len as usize);
-        let bytes = buf.as_bytes_mut();
-        bytes[..tail.len()].copy_from_slice(&tail);
-        bytes[tail.len()..used].copy_from_slice(data);
-        bytes[used..].fill(0);
-        let end = position + data.len() as u64;
-        let new_tail = bytes[((end / d.align * d.align) - start) as usize..used].to_vec();
-        let written = d
-            .file
-            .write_at(buf, start)
-            .await
-            .map_err(fs_err("write (O_DIRECT)", &self.log_path))?;
-        if written as u64 != padded_len {
-            return Err(fs::FsError {
-                op: "write (O_DIRECT)",
-                path: self.log_path.clone(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::WriteZero,
-                    format!(
-                        "short write: {written} of {padded_len} bytes at {start} (device full?)"
-                    ),
-                ),
-            });
-        }
-        d.tail = Some(new_tail);
-        d.padded = padded_len > used as u64;
-        Ok(())
-    }
-
-    /// The bytes from the last aligned position before `position` up to it, taken from
-    /// the direct appender or read back from the file.
-    async fn direct_tail(&mut self, position: u64) -> FsResult<Vec<u8>> {
-        let Some(d) = self.direct.as_mut() else {
-            return Ok(Vec::new());
-        };
-        let from = position / d.align * d.align;
-        if let Some(tail) = d.tail.take() {
-            debug_assert_eq!(tail.len() as u64, position - from);
-            return Ok(tail);
-        }
-        fs::read_exact_at(&self.log, &self.log_path, from, (position - from) as usize).await
     }
 
     /// Cuts the zero padding of the last direct write off the file.
