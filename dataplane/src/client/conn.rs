@@ -412,7 +412,7 @@ pub(crate) mod tests {
             let mut c = KafkaConnection::connect(&addr, "test", Duration::from_secs(5))
                 .await
                 .expect("connects");
-            let size = 3 * crate::buffers::RECV_REUSE_BYTES_MIN;
+            let size = 3 * crate::buffers::REUSE_BYTES_MIN;
             let first = c.send_raw(100, 0, &vec![1; size]).await.expect("raw");
             let second = c.send_raw(100, 0, &vec![2; size]).await.expect("raw");
             assert!(first.len() == size && first.iter().all(|b| *b == 1));

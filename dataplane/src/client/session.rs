@@ -6,7 +6,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes};
 
-pub(crate) use crate::buffers::RecvBuffers;
+pub(crate) use crate::buffers::ReusedBuffers;
 
 use super::codec::{self, UNSUPPORTED_VERSION};
 use super::{
@@ -38,7 +38,7 @@ pub(crate) struct Session {
     /// around `send`): the response may still arrive, so the connection is broken.
     pub(crate) in_flight: bool,
     /// Buffers response frames are read into, reused from one response to the next.
-    pub(crate) recv: RecvBuffers,
+    pub(crate) recv: ReusedBuffers,
     next_correlation_id: i32,
 }
 
@@ -51,7 +51,7 @@ impl Session {
             ranges: ApiVersionRanges::default(),
             broken: false,
             in_flight: false,
-            recv: RecvBuffers::default(),
+            recv: ReusedBuffers::default(),
             next_correlation_id: 0,
         }
     }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, Directory, OpenOptions};
 
-use crate::buffers::RecvBuffers;
+use crate::buffers::ReusedBuffers;
 
 /// Any I/O failure, with the path it concerned.
 #[derive(Debug, thiserror::Error)]
@@ -82,10 +82,17 @@ pub async fn read_exact_at(
     pos: u64,
     len: usize,
 ) -> FsResult<Vec<u8>> {
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
+    let mut out = vec![0u8; len];
+    read_into(file, path, pos, &mut out).await?;
+    Ok(out)
+}
+
+/// Fills `out` from `pos` through glommio (short reads are retried; EOF is an error).
+async fn read_into(file: &BufferedFile, path: &Path, pos: u64, out: &mut [u8]) -> FsResult<()> {
+    let mut got = 0;
+    while got < out.len() {
         let chunk = file
-            .read_at(pos + out.len() as u64, len - out.len())
+            .read_at(pos + got as u64, out.len() - got)
             .await
             .map_err(fs_err("read", path))?;
         if chunk.is_empty() {
@@ -95,15 +102,16 @@ pub async fn read_exact_at(
                 source: io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
-                        "wanted {len} bytes at {pos}, file ended after {}",
+                        "wanted {} bytes at {pos}, file ended after {got}",
                         out.len()
                     ),
                 ),
             });
         }
-        out.extend_from_slice(&chunk);
+        out[got..got + chunk.len()].copy_from_slice(&chunk);
+        got += chunk.len();
     }
-    Ok(out)
+    Ok(())
 }
 
 /// A second, read-only handle on a file, for reads the page cache can answer at once.
@@ -159,7 +167,7 @@ impl CachedReader {
 const READ_BUFFERS_KEPT: usize = 16;
 
 thread_local! {
-    static READ_BUFFERS: RefCell<RecvBuffers> = RefCell::new(RecvBuffers::keeping(READ_BUFFERS_KEPT));
+    static READ_BUFFERS: RefCell<ReusedBuffers> = RefCell::new(ReusedBuffers::keeping(READ_BUFFERS_KEPT));
 }
 
 /// [`read_exact_at`], first taking what `reader` finds in the page cache (one copy, into
@@ -176,8 +184,7 @@ pub async fn read_exact_at_cached(
         .read_cached(&mut buf[..len], pos)
         .map_err(fs_err("read", path))?;
     if got < len {
-        let rest = read_exact_at(file, path, pos + got as u64, len - got).await?;
-        buf[got..len].copy_from_slice(&rest);
+        read_into(file, path, pos + got as u64, &mut buf[got..len]).await?;
     }
     Ok(READ_BUFFERS.with(|b| b.borrow_mut().frame(buf, len)))
 }

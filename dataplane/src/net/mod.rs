@@ -112,20 +112,19 @@ pub async fn run_listener(
 /// destination shard) gets them on different shards instead of, by the hash's chance,
 /// one shard doing all the sending.
 pub fn bind(addr: SocketAddr, incoming_cpu: Option<usize>) -> std::io::Result<TcpListener> {
-    let Some(cpu) = incoming_cpu else {
-        return TcpListener::bind(addr).map_err(Into::into);
-    };
     let domain = socket2::Domain::for_address(addr);
     let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
     socket.set_reuse_port(true)?;
-    socket.set_cpu_affinity(cpu)?;
+    if let Some(cpu) = incoming_cpu {
+        socket.set_cpu_affinity(cpu)?;
+    }
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     Ok(into_glommio_listener(socket))
 }
 
 /// glommio 0.9 builds a listener from an fd only (no safe conversion from a socket it
-/// did not create).
+/// did not create, and its own `bind` offers no socket options).
 #[allow(unsafe_code)]
 fn into_glommio_listener(socket: socket2::Socket) -> TcpListener {
     use std::os::fd::{FromRawFd, IntoRawFd};
