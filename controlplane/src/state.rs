@@ -713,10 +713,12 @@ impl ControllerState {
                         // AlterConfigs with a null value: the key is simply not in the new set.
                         continue;
                     }
-                    if !dataplane::log::config::TOPIC_CONFIG_NAMES.contains(&key.as_str()) {
+                    if dataplane::kafka_configs::topic_config(key).is_none()
+                        && !dataplane::kafka_configs::REMOVED_TOPIC_CONFIGS.contains(&key.as_str())
+                    {
                         return fail(
                             ResponseError::InvalidConfig,
-                            format!("unknown topic config `{key}`"),
+                            format!("Unknown topic config name: {key}"),
                         );
                     }
                     target.remove(key);

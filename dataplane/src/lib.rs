@@ -11,6 +11,7 @@ pub mod client;
 pub mod controller;
 pub mod fetcher;
 pub mod group;
+pub mod kafka_configs;
 pub mod log;
 pub mod metadata;
 pub mod metrics;

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

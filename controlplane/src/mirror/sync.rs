@@ -43,7 +43,6 @@ use dataplane::client::{
 };
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
 use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
-use dataplane::log::config::TOPIC_CONFIG_NAMES;
 use dataplane::log::loader::format_topic_id;
 use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
 use dataplane::types::TopicPartition;
@@ -234,7 +233,7 @@ pub fn excluded_topic_configs(mirror_configs: &BTreeMap<String, String>) -> BTre
 }
 
 /// The IncrementalAlterConfigs changes (`None`: delete) that make a local topic's
-/// synced configs equal the source's explicit ones. Keys Twinlog does not know and
+/// synced configs equal the source's explicit ones. Keys outside Kafka's catalog and
 /// excluded keys are left alone on both sides.
 pub fn plan_topic_configs(
     source_explicit: &BTreeMap<String, String>,
@@ -242,7 +241,9 @@ pub fn plan_topic_configs(
     excluded: &BTreeSet<String>,
 ) -> Vec<(String, Option<String>)> {
     let synced = |k: &str| {
-        TOPIC_CONFIG_NAMES.contains(&k) && !excluded.contains(k) && k != MIRROR_NAME_CONFIG
+        dataplane::kafka_configs::topic_config(k).is_some()
+            && !excluded.contains(k)
+            && k != MIRROR_NAME_CONFIG
     };
     let mut out = Vec::new();
     for (k, v) in source_explicit.iter().filter(|(k, _)| synced(k)) {

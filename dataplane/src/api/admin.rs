@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use kafka_protocol::ResponseError;
 
 use crate::controller::{AdminRequest, AdminResponse, AdminResult};
+use crate::kafka_configs;
 use crate::log::config::describe_topic_config;
 use crate::log::LogConfig;
 use crate::shard::ShardCtx;
@@ -92,10 +93,9 @@ pub fn duplicates<'a>(names: impl IntoIterator<Item = &'a str>) -> BTreeSet<Stri
 /// The value Kafka itself would use for a topic config when neither the topic nor the
 /// broker sets it.
 pub fn kafka_default_topic_value(name: &str) -> Option<String> {
-    describe_topic_config(&LogConfig::default())
-        .into_iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, v)| v)
+    kafka_configs::topic_config(name)
+        .and_then(|d| d.default)
+        .map(str::to_string)
 }
 
 /// Where a topic config's value comes from: set on the topic (`explicit`), set in the
@@ -115,52 +115,38 @@ pub fn topic_config_source(
     }
 }
 
-/// Every topic config with its value and source, in name order.
+/// Every topic config of Kafka's catalog with its value and source, in name order. The
+/// configs the log acts on come from `log_config` (which holds the broker's defaults);
+/// the others are what the topic set, or Kafka's default.
 pub fn topic_configs_with_source(
     log_config: &LogConfig,
     explicit: &BTreeMap<String, String>,
 ) -> Vec<(&'static str, String, i8)> {
-    let defaults = describe_topic_config(&LogConfig::default());
-    describe_topic_config(log_config)
-        .into_iter()
-        .map(|(name, value)| {
-            // Configs that do not change the log (cleanup.policy, compression.type, ...)
-            // are not in the LogConfig: report what was set.
-            let value = explicit.get(name).cloned().unwrap_or(value);
-            let kafka_default = defaults
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_str());
-            let source = topic_config_source(name, &value, explicit, kafka_default);
+    let effective = describe_topic_config(log_config);
+    kafka_configs::topic_configs()
+        .map(|def| {
+            let name = def.name;
+            let value = explicit
+                .get(name)
+                .cloned()
+                .or_else(|| {
+                    effective
+                        .iter()
+                        .find(|(n, _)| *n == name)
+                        .map(|(_, v)| v.clone())
+                })
+                .unwrap_or_else(|| def.default.unwrap_or_default().to_string());
+            let source = topic_config_source(name, &value, explicit, def.default);
             (name, value, source)
         })
         .collect()
 }
 
-/// The `ConfigType` of a topic config (or a broker config named after one).
+/// The `ConfigType` of a topic config, or of a broker config (Kafka's catalog).
 pub fn topic_config_type(name: &str) -> i8 {
-    match name {
-        "cleanup.policy" | "log.cleanup.policy" => TYPE_LIST,
-        "compression.type" | "message.timestamp.type" | "log.message.timestamp.type" => TYPE_STRING,
-        "index.interval.bytes"
-        | "log.index.interval.bytes"
-        | "max.message.bytes"
-        | "message.max.bytes"
-        | "min.insync.replicas"
-        | "segment.bytes"
-        | "log.segment.bytes" => TYPE_INT,
-        "flush.messages"
-        | "log.flush.interval.messages"
-        | "flush.ms"
-        | "log.flush.interval.ms"
-        | "retention.bytes"
-        | "log.retention.bytes"
-        | "retention.ms"
-        | "log.retention.ms"
-        | "segment.ms"
-        | "log.roll.ms" => TYPE_LONG,
-        _ => TYPE_STRING,
-    }
+    kafka_configs::topic_config(name)
+        .or_else(|| kafka_configs::broker_config(name))
+        .map_or(TYPE_STRING, |d| d.config_type)
 }
 
 /// A shard context with a scripted controller, for handler tests that need no partition
@@ -298,11 +284,19 @@ mod tests {
         let mut explicit = BTreeMap::new();
         explicit.insert("retention.ms".to_string(), "5".to_string());
         let all = topic_configs_with_source(&log, &explicit);
-        assert_eq!(all.len(), crate::log::config::TOPIC_CONFIG_NAMES.len());
+        assert_eq!(all.len(), crate::kafka_configs::topic_configs().count());
         let source = |n: &str| all.iter().find(|(k, _, _)| *k == n).map(|(_, _, s)| *s);
         assert_eq!(source("retention.ms"), Some(DYNAMIC_TOPIC_CONFIG));
         assert_eq!(source("segment.bytes"), Some(STATIC_BROKER_CONFIG));
         assert_eq!(source("cleanup.policy"), Some(DEFAULT_CONFIG));
+        // A config the log does not act on is listed with Kafka's default.
+        let value = |n: &str| {
+            all.iter()
+                .find(|(k, _, _)| *k == n)
+                .map(|(_, v, _)| v.clone())
+        };
+        assert_eq!(source("delete.retention.ms"), Some(DEFAULT_CONFIG));
+        assert_eq!(value("delete.retention.ms").as_deref(), Some("86400000"));
         assert_eq!(
             kafka_default_topic_value("max.message.bytes").as_deref(),
             Some("1048588")

@@ -30,12 +30,18 @@ pub fn handle(_version: i16) -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_api_keys(api_keys())
 }
 
-/// The v0 answer to an ApiVersions request of a version we do not serve.
+/// The v0 answer to an ApiVersions request of a version we do not serve: as Kafka does
+/// (KIP-511), UNSUPPORTED_VERSION with only ApiVersions' own range, so that the client
+/// retries with a version from it.
 pub fn unsupported_version_response() -> kafka_protocol::messages::ResponseKind {
+    let own = api_keys()
+        .into_iter()
+        .filter(|v| v.api_key == kafka_protocol::messages::ApiKey::ApiVersions as i16)
+        .collect();
     kafka_protocol::messages::ResponseKind::ApiVersions(
         ApiVersionsResponse::default()
             .with_error_code(ResponseError::UnsupportedVersion.code())
-            .with_api_keys(api_keys()),
+            .with_api_keys(own),
     )
 }
 
@@ -80,6 +86,7 @@ mod tests {
         else {
             panic!("an ApiVersions response");
         };
-        assert_eq!(versions(&r, 94), Some((0, 0)));
+        assert_eq!(r.api_keys.len(), 1, "only ApiVersions' own range");
+        assert_eq!(versions(&r, 18), Some((0, 3)));
     }
 }

@@ -8,7 +8,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 use kafka_protocol::protocol::StrBytes;
@@ -20,6 +20,7 @@ use crate::api::admin::{
 };
 use crate::api::metadata::valid_topic_name;
 use crate::api::str_bytes;
+use crate::kafka_configs;
 use crate::log::config::describe_topic_config;
 use crate::metadata::MetadataImage;
 use crate::shard::{ShardCtx, ShardSettings};
@@ -62,15 +63,53 @@ pub fn is_sensitive_mirror_config(key: &str) -> bool {
 }
 
 /// One config entry before it is put on the wire.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Entry {
     name: String,
     /// Empty for a sensitive entry (sent as null).
     value: String,
+    /// The config has no value (Kafka's null default, e.g. `log.retention.minutes`).
+    null: bool,
     source: i8,
     read_only: bool,
     config_type: i8,
     sensitive: bool,
+    /// Where the value could come from, most specific first (`include_synonyms`).
+    synonyms: Vec<Synonym>,
+}
+
+/// One synonym of a config: a name, its value there (`None`: null) and that source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Synonym {
+    name: String,
+    value: Option<String>,
+    source: i8,
+}
+
+impl Entry {
+    /// Kafka's synonyms: where the value is set (on the resource, or as the broker config
+    /// `broker_name` in the config file), then the broker-level default.
+    fn with_synonyms(mut self, broker_name: &str, default: Option<&str>) -> Entry {
+        if self.source != DEFAULT_CONFIG {
+            self.synonyms.push(Synonym {
+                name: if self.source == STATIC_BROKER_CONFIG {
+                    broker_name.to_string()
+                } else {
+                    self.name.clone()
+                },
+                value: (!self.sensitive).then(|| self.value.clone()),
+                source: self.source,
+            });
+        }
+        if default.is_some() || self.source == DEFAULT_CONFIG {
+            self.synonyms.push(Synonym {
+                name: broker_name.to_string(),
+                value: default.map(str::to_string),
+                source: DEFAULT_CONFIG,
+            });
+        }
+        self
+    }
 }
 
 /// The broker-config name of a topic config (Kafka's synonym one level down).
@@ -95,17 +134,20 @@ fn broker_synonym(topic_config: &str) -> &'static str {
 /// The broker's settings as read-only configs. Values equal to Kafka's default are
 /// reported as DEFAULT_CONFIG, the rest as STATIC_BROKER_CONFIG (the config file).
 fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
-    let entry = |name: &str, value: String, kafka_default: Option<&str>, config_type: i8| Entry {
-        name: name.to_string(),
-        source: if kafka_default == Some(value.as_str()) {
-            DEFAULT_CONFIG
-        } else {
-            STATIC_BROKER_CONFIG
-        },
-        value,
-        read_only: true,
-        config_type,
-        sensitive: false,
+    let entry = |name: &str, value: String, kafka_default: Option<&str>, config_type: i8| {
+        Entry {
+            name: name.to_string(),
+            source: if kafka_default == Some(value.as_str()) {
+                DEFAULT_CONFIG
+            } else {
+                STATIC_BROKER_CONFIG
+            },
+            value,
+            read_only: true,
+            config_type,
+            ..Entry::default()
+        }
+        .with_synonyms(name, kafka_default)
     };
     let log = &settings.default_log_config;
     let mut out = vec![
@@ -167,6 +209,26 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             topic_config_type(broker_name),
         ));
     }
+    // The rest of Kafka's broker configs, at Kafka's defaults. Twinlog has no dynamic
+    // broker configs: all are read-only here.
+    for def in kafka_configs::broker_configs() {
+        if out.iter().any(|e| e.name == def.name) {
+            continue;
+        }
+        out.push(
+            Entry {
+                name: def.name.to_string(),
+                value: def.default.unwrap_or_default().to_string(),
+                null: def.default.is_none(),
+                source: DEFAULT_CONFIG,
+                read_only: true,
+                config_type: def.config_type,
+                sensitive: def.sensitive,
+                synonyms: Vec::new(),
+            }
+            .with_synonyms(def.name, def.default),
+        );
+    }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
 }
@@ -187,13 +249,19 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
     };
     let mut out: Vec<Entry> = topic_configs_with_source(&topic.log_config, &topic.configs)
         .into_iter()
-        .map(|(name, value, source)| Entry {
-            name: name.to_string(),
-            value,
-            source,
-            read_only: false,
-            config_type: topic_config_type(name),
-            sensitive: false,
+        .map(|(name, value, source)| {
+            let def = kafka_configs::topic_config(name);
+            let broker_name = def
+                .and_then(|d| d.synonyms.first().copied())
+                .unwrap_or(name);
+            Entry {
+                name: name.to_string(),
+                value,
+                source,
+                config_type: topic_config_type(name),
+                ..Entry::default()
+            }
+            .with_synonyms(broker_name, def.and_then(|d| d.default))
         })
         .collect();
     for (k, v) in &topic.configs {
@@ -204,7 +272,7 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
                 source: DYNAMIC_TOPIC_CONFIG,
                 read_only: true,
                 config_type: admin::TYPE_STRING,
-                sensitive: false,
+                ..Entry::default()
             });
         }
     }
@@ -259,6 +327,7 @@ fn mirror_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (i16,
                 read_only: READ_ONLY_MIRROR_CONFIGS.contains(&k.as_str()),
                 config_type: mirror_config_type(k),
                 sensitive,
+                ..Entry::default()
             }
         })
         .collect();
@@ -268,9 +337,8 @@ fn mirror_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (i16,
                 name: k.to_string(),
                 value: v.to_string(),
                 source: DEFAULT_CONFIG,
-                read_only: false,
                 config_type: mirror_config_type(k),
-                sensitive: false,
+                ..Entry::default()
             });
         }
     }
@@ -295,6 +363,8 @@ pub async fn handle(
     version: i16,
 ) -> DescribeConfigsResponse {
     let image = ctx.metadata.load();
+    let include_synonyms = request.include_synonyms;
+    let mut synonyms = Vec::new();
     let results = request
         .resources
         .into_iter()
@@ -331,7 +401,19 @@ pub async fn handle(
                         .into_iter()
                         .map(|e| {
                             // A secret's value never goes on the wire.
-                            let value = (!e.sensitive).then(|| str_bytes(e.value));
+                            let value = (!e.sensitive && !e.null).then(|| str_bytes(e.value));
+                            if include_synonyms {
+                                synonyms = e
+                                    .synonyms
+                                    .into_iter()
+                                    .map(|s| {
+                                        DescribeConfigsSynonym::default()
+                                            .with_name(str_bytes(s.name))
+                                            .with_value(s.value.map(str_bytes))
+                                            .with_source(s.source)
+                                    })
+                                    .collect();
+                            }
                             let mut c = DescribeConfigsResourceResult::default()
                                 .with_name(str_bytes(e.name))
                                 .with_value(value)
@@ -339,6 +421,7 @@ pub async fn handle(
                                 .with_config_source(e.source)
                                 .with_is_sensitive(e.sensitive);
                             c.documentation = None;
+                            c.synonyms = std::mem::take(&mut synonyms);
                             if version >= 3 {
                                 c.config_type = e.config_type;
                             }

@@ -44,9 +44,10 @@ pub async fn lookup_on_owner(
             let o = log.log_start_offset();
             (0, -1, o.0, epoch_of(o))
         }
-        MAX_TIMESTAMP => match log.max_timestamp_and_offset() {
-            Some((ts, o)) => (0, ts, o.0, epoch_of(o)),
-            None => (0, -1, -1, -1),
+        MAX_TIMESTAMP => match log.offset_of_max_timestamp().await {
+            Ok(Some((ts, o))) => (0, ts, o.0, epoch_of(o)),
+            Ok(None) => (0, -1, -1, -1),
+            Err(e) => (log_error_code(&e), -1, -1, -1),
         },
         ts if ts < 0 => (ResponseError::UnsupportedVersion.code(), -1, -1, -1),
         ts => match log.offset_for_timestamp(ts).await {

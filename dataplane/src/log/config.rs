@@ -1,5 +1,7 @@
 //! Per-partition log settings, named after Kafka's topic configs.
 
+use crate::kafka_configs::{self, REMOVED_TOPIC_CONFIGS};
+
 /// Log settings. Defaults are Kafka's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
@@ -21,6 +23,9 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: i64,
     /// `max.message.bytes`: the largest record batch accepted from a client.
     pub max_message_bytes: usize,
+    /// `message.timestamp.type=LogAppendTime`: a leader append stamps the append time
+    /// into each batch (Kafka's LogAppendTime; the CRC is recomputed).
+    pub log_append_time: bool,
     /// Broker-wide `log.direct.io` (no topic-level key): `.log` appends bypass the page
     /// cache with O_DIRECT. See `LogSegment`.
     pub direct_io: bool,
@@ -38,12 +43,14 @@ impl Default for LogConfig {
             flush_ms: u64::MAX,
             producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
+            log_append_time: false,
             direct_io: false,
         }
     }
 }
 
-/// Topic-level config names Twinlog understands (Kafka's names).
+/// The topic configs that change what Twinlog's log does. Kafka's other topic configs are
+/// accepted, stored and described (`crate::kafka_configs`).
 pub const TOPIC_CONFIG_NAMES: &[&str] = &[
     "cleanup.policy",
     "compression.type",
@@ -133,16 +140,26 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             }
         }
         "message.timestamp.type" => {
-            if value != "CreateTime" {
-                return Err(format!(
-                    "config `{name}`: only CreateTime is supported, got {value:?}"
-                ));
-            }
+            log.log_append_time = match value {
+                "CreateTime" => false,
+                "LogAppendTime" => true,
+                _ => {
+                    return Err(format!(
+                        "config `{name}`: expected CreateTime or LogAppendTime, got {value:?}"
+                    ))
+                }
+            };
         }
         "min.insync.replicas" => {
             parse_int::<i32>(name, value, "a positive integer")?;
         }
-        _ => return Err(format!("unknown topic config `{name}`")),
+        // Kafka's other topic configs (and two that Kafka 4 removed): checked by type,
+        // stored and described, no effect on the log yet (kafka_configs.rs).
+        _ if REMOVED_TOPIC_CONFIGS.contains(&name) => {}
+        _ => match kafka_configs::topic_config(name) {
+            Some(def) => kafka_configs::validate(def, value)?,
+            None => return Err(format!("Unknown topic config name: {name}")),
+        },
     }
     Ok(())
 }
@@ -163,7 +180,15 @@ pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
         ("flush.ms", unlimited(log.flush_ms)),
         ("index.interval.bytes", log.index_interval_bytes.to_string()),
         ("max.message.bytes", log.max_message_bytes.to_string()),
-        ("message.timestamp.type", "CreateTime".to_string()),
+        (
+            "message.timestamp.type",
+            if log.log_append_time {
+                "LogAppendTime"
+            } else {
+                "CreateTime"
+            }
+            .to_string(),
+        ),
         ("min.insync.replicas", "1".to_string()),
         ("retention.bytes", log.retention_bytes.to_string()),
         ("retention.ms", log.retention_ms.to_string()),
@@ -208,7 +233,11 @@ mod tests {
         assert!(apply_topic_config(&mut log, "cleanup.policy", "delete,compact").is_ok());
         assert!(apply_topic_config(&mut log, "retention.hours", "1")
             .expect_err("unknown")
-            .contains("unknown"));
+            .contains("Unknown topic config name"));
+        // Kafka's other topic configs are checked by type and accepted.
+        assert!(apply_topic_config(&mut log, "delete.retention.ms", "1000").is_ok());
+        assert!(apply_topic_config(&mut log, "delete.retention.ms", "soon").is_err());
+        assert!(apply_topic_config(&mut log, "message.format.version", "2.8").is_ok());
         assert_eq!(log, LogConfig::default());
     }
 }

@@ -329,8 +329,8 @@ impl PartitionLog {
     }
 
     /// Kafka's ListOffsets by timestamp: the first offset whose record timestamp is >=
-    /// `timestamp_ms`, with that timestamp. Uncompressed batches are resolved to the
-    /// exact record; a compressed batch answers with its base offset and max timestamp.
+    /// `timestamp_ms`, with that timestamp, resolved to the exact record inside its batch
+    /// (compressed batches are decompressed for it, as Kafka does).
     pub async fn offset_for_timestamp(
         &self,
         timestamp_ms: i64,
@@ -365,13 +365,27 @@ impl PartitionLog {
         Ok(None)
     }
 
-    /// The greatest timestamp in the log and the offset that carries it (ListOffsets -3).
+    /// The greatest timestamp in the log and the offset of the batch that carries it
+    /// (from the segments' in-memory maxima: no I/O).
     pub fn max_timestamp_and_offset(&self) -> Option<(i64, Offset)> {
         self.segments
             .values()
             .filter(|s| s.max_timestamp() >= 0)
             .max_by_key(|s| s.max_timestamp())
             .map(|s| (s.max_timestamp(), s.offset_of_max_timestamp()))
+    }
+
+    /// Kafka's ListOffsets MAX_TIMESTAMP (-3): the greatest timestamp and the offset of the
+    /// first record that carries it, resolved inside its batch (compressed or not) as
+    /// Kafka does since 3.8 (KAFKA-16310), not the batch's last offset.
+    pub async fn offset_of_max_timestamp(&self) -> Result<Option<(i64, Offset)>, LogError> {
+        let Some((max_ts, batch_offset)) = self.max_timestamp_and_offset() else {
+            return Ok(None);
+        };
+        Ok(Some(match self.offset_for_timestamp(max_ts).await? {
+            Some((ts, offset)) if ts == max_ts => (ts, offset),
+            _ => (max_ts, batch_offset),
+        }))
     }
 
     /// Appends client or coordinator batches: validates them, assigns offsets from the

@@ -69,6 +69,27 @@ impl TxnState {
         }
     }
 
+    /// Kafka's name of the state (ListTransactions, DescribeTransactions, the tools).
+    pub fn name(self) -> &'static str {
+        match self {
+            TxnState::Empty => "Empty",
+            TxnState::Ongoing => "Ongoing",
+            TxnState::PrepareCommit => "PrepareCommit",
+            TxnState::PrepareAbort => "PrepareAbort",
+            TxnState::CompleteCommit => "CompleteCommit",
+            TxnState::CompleteAbort => "CompleteAbort",
+            TxnState::Dead => "Dead",
+            TxnState::PrepareEpochFence => "PrepareEpochFence",
+        }
+    }
+
+    /// The state of a Kafka state name (ListTransactions' state filter).
+    pub fn from_name(name: &str) -> Option<TxnState> {
+        (0..=7)
+            .filter_map(TxnState::from_id)
+            .find(|s| s.name() == name)
+    }
+
     /// The state for a log state byte, `None` for an unknown one.
     pub fn from_id(id: i8) -> Option<TxnState> {
         Some(match id {

@@ -468,6 +468,17 @@ impl TransactionCoordinator {
         })
     }
 
+    /// Every transactional id of this partition with its description (ListTransactions).
+    pub fn list(&self) -> Vec<(String, TxnDescription)> {
+        let mut out: Vec<(String, TxnDescription)> = self
+            .txns
+            .keys()
+            .filter_map(|id| self.describe(id).map(|d| (id.clone(), d)))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
     /// InitProducerId (`TransactionCoordinator.handleInitProducerId`).
     pub fn init_producer_id(
         &mut self,
