@@ -963,8 +963,8 @@ mod tests {
                 flush_ms: 1000,
                 producer_id_expiration_ms: 3_600_000,
                 max_message_bytes: 500_000,
-                log_append_time: false,
                 direct_io: true,
+                ..LogConfig::default()
             }
         );
     }

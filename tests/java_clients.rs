@@ -138,3 +138,66 @@ fn java_streams_exactly_once_word_count_survives_a_crash() {
     );
     assert_healthy(&broker);
 }
+
+/// The batches stored in one partition's segment files.
+fn stored_batches(broker: &Broker, topic: &str) -> Vec<dataplane::wire::RecordBatch> {
+    let dir = broker.data_dir().join(format!("{topic}-0"));
+    let mut segments: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segments.sort();
+    let mut out = Vec::new();
+    for s in segments {
+        let bytes = bytes::Bytes::from(std::fs::read(&s).expect("read segment"));
+        for b in dataplane::wire::BatchIter::new(bytes, 0, true) {
+            out.push(b.expect("a valid stored batch"));
+        }
+    }
+    out
+}
+
+/// Topic configs the leader enforces, seen by the Java producer and consumer and in the
+/// stored segments: no null keys on a compacted topic (KIP-467 per-record errors),
+/// LogAppendTime stamped into the batch, the topic's compression.type applied.
+#[test]
+fn java_topic_rules_compaction_keys_log_append_time_compression() {
+    if skip_if(missing_kafka(), "topic rules") {
+        return;
+    }
+    let broker = Broker::start(CONFIG);
+    let b = broker.bootstrap();
+    let out = run_java(
+        "ProducerChecks",
+        &["topic-rules", "--bootstrap", &b, "--topic", "j-rules"],
+        Duration::from_secs(90),
+    );
+    if !out.success() {
+        panic!("{}\n{}", out.describe(), broker.log_tail(60));
+    }
+    let gzip = stored_batches(&broker, "j-rules-gzip");
+    assert!(!gzip.is_empty());
+    for batch in &gzip {
+        assert_eq!(
+            batch.compression(),
+            dataplane::wire::batch::Compression::Gzip,
+            "stored codec of the gzip topic"
+        );
+    }
+    let stamped = stored_batches(&broker, "j-rules-appendtime");
+    assert_eq!(stamped.len(), 1);
+    assert!(stamped[0].is_log_append_time(), "LogAppendTime flag stored");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    assert!(
+        (now - stamped[0].max_timestamp()).abs() < 120_000,
+        "the stored max timestamp is the append time"
+    );
+    let compacted = stored_batches(&broker, "j-rules-compacted");
+    assert_eq!(compacted.len(), 2, "the rejected batch is not stored");
+    assert_healthy(&broker);
+}

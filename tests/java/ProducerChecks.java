@@ -36,10 +36,11 @@ public final class ProducerChecks {
             case "idempotent": Check.main(scenario, ProducerChecks::idempotent, argv); break;
             case "transactions": Check.main(scenario, ProducerChecks::transactions, argv); break;
             case "produce": Check.main(scenario, ProducerChecks::produce, argv); break;
+            case "topic-rules": Check.main(scenario, ProducerChecks::topicRules, argv); break;
             case "create-topic": Check.main(scenario, (a, sum) -> createTopic(Check.need(a, "bootstrap"),
                     Check.need(a, "topic"), Integer.parseInt(a.getOrDefault("partitions", "1"))), argv); break;
             default:
-                System.err.println("usage: ProducerChecks idempotent|transactions|produce|create-topic --bootstrap HOST:PORT --topic T");
+                System.err.println("usage: ProducerChecks idempotent|transactions|produce|create-topic|topic-rules --bootstrap HOST:PORT --topic T");
                 System.exit(2);
         }
     }
@@ -119,6 +120,68 @@ public final class ProducerChecks {
             }
         }
         summary.put("produced", n);
+    }
+
+    /**
+     * Topic configs a leader enforces: a record without a key on a compacted topic is
+     * rejected (INVALID_RECORD, KIP-467 per-record errors) while the keyed ones of other
+     * batches are written; LogAppendTime replaces the producer's timestamps; a topic
+     * compression.type is applied (the records read back unchanged; the Rust test checks
+     * the codec in the segment).
+     */
+    static void topicRules(Map<String, String> args, Map<String, Object> summary) throws Exception {
+        String bootstrap = Check.need(args, "bootstrap");
+        String topic = Check.need(args, "topic");
+        String compacted = topic + "-compacted";
+        String appendTime = topic + "-appendtime";
+        String gzip = topic + "-gzip";
+        try (Admin admin = Admin.create(Check.common(bootstrap))) {
+            admin.createTopics(List.of(
+                    new NewTopic(compacted, 1, (short) 1).configs(Map.of("cleanup.policy", "compact")),
+                    new NewTopic(appendTime, 1, (short) 1).configs(Map.of("message.timestamp.type", "LogAppendTime")),
+                    new NewTopic(gzip, 1, (short) 1).configs(Map.of("compression.type", "gzip")))).all().get();
+        }
+        Properties noRetry = new Properties();
+        noRetry.put("retries", "0");
+        noRetry.put("enable.idempotence", "false");
+        noRetry.put("linger.ms", "0");
+        try (KafkaProducer<String, String> p = producer(bootstrap, noRetry)) {
+            p.send(new ProducerRecord<>(compacted, "k1", "v1")).get();
+            try {
+                p.send(new ProducerRecord<>(compacted, null, "no key")).get();
+                throw new AssertionError("a record without a key was accepted by a compacted topic");
+            } catch (java.util.concurrent.ExecutionException e) {
+                Check.that(e.getCause() instanceof org.apache.kafka.common.InvalidRecordException,
+                        "null key on a compacted topic: " + e.getCause());
+                Check.that(String.valueOf(e.getCause().getMessage()).contains("without key"),
+                        "the per-record error names the missing key: " + e.getCause().getMessage());
+                summary.put("null_key_error", e.getCause().getClass().getSimpleName());
+            }
+            p.send(new ProducerRecord<>(compacted, "k2", "v2")).get();
+
+            long old = System.currentTimeMillis() - 3_600_000L;
+            long before = System.currentTimeMillis();
+            RecordMetadata m = p.send(new ProducerRecord<>(appendTime, null, old, "k", "stamped")).get();
+            Check.that(m.timestamp() >= before - 1000, "LogAppendTime in the produce answer: " + m.timestamp());
+
+            for (int i = 0; i < 50; i++) {
+                p.send(new ProducerRecord<>(gzip, "g" + i, "value-" + i));
+            }
+            p.flush();
+        }
+        List<ConsumerRecord<String, String>> c = readAll(bootstrap, compacted, "read_uncommitted", 30000);
+        Check.equal(2, c.size(), "records of the compacted topic");
+        Check.equal("k2", c.get(1).key(), "the keyed record after the rejected one");
+        List<ConsumerRecord<String, String>> a = readAll(bootstrap, appendTime, "read_uncommitted", 30000);
+        Check.equal(1, a.size(), "records of the LogAppendTime topic");
+        Check.equal(org.apache.kafka.common.record.TimestampType.LOG_APPEND_TIME, a.get(0).timestampType(),
+                "timestamp type read back");
+        Check.that(a.get(0).timestamp() >= System.currentTimeMillis() - 120_000, "timestamp read back is the append time");
+        List<ConsumerRecord<String, String>> g = readAll(bootstrap, gzip, "read_uncommitted", 30000);
+        Check.equal(50, g.size(), "records of the gzip topic");
+        for (int i = 0; i < 50; i++) {
+            Check.equal("value-" + i, g.get(i).value(), "gzip record " + i);
+        }
     }
 
     static void idempotent(Map<String, String> args, Map<String, Object> summary) throws Exception {

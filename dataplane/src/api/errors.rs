@@ -19,7 +19,7 @@ pub fn log_error_code(e: &LogError) -> i16 {
         LogError::InconsistentRecordCount { .. } | LogError::ControlBatchFromClient { .. } => {
             ResponseError::InvalidRecord
         }
-        LogError::EmptyAppend { .. } => ResponseError::InvalidRecord,
+        LogError::EmptyAppend { .. } | LogError::Rejected { .. } => ResponseError::InvalidRecord,
         LogError::RecordTooLarge { .. } => ResponseError::MessageTooLarge,
         LogError::UnexpectedAppendOffset { .. } => ResponseError::UnknownServerError,
         LogError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,

@@ -7,13 +7,16 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
 use crate::api::str_bytes;
-use crate::log::AppendKind;
+use crate::log::validate::ValidateError;
+use crate::log::{AppendKind, LogError};
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, TopicPartition};
 
@@ -24,15 +27,30 @@ pub struct PartitionProduceResult {
     pub error_message: Option<String>,
     pub base_offset: i64,
     pub log_start_offset: i64,
+    /// The append time of a LogAppendTime topic, else -1 (Produce v2+).
+    pub log_append_time_ms: i64,
+    /// Rejected records: (index in the batch, why) (Produce v8+, KIP-467).
+    pub record_errors: Vec<(i32, String)>,
 }
 
 impl PartitionProduceResult {
+    /// No offsets, no error: the base the other results fill in.
+    fn empty() -> Self {
+        PartitionProduceResult {
+            error_code: 0,
+            error_message: None,
+            base_offset: -1,
+            log_start_offset: -1,
+            log_append_time_ms: -1,
+            record_errors: Vec::new(),
+        }
+    }
+
     fn error(code: ResponseError, message: Option<String>) -> Self {
         PartitionProduceResult {
             error_code: code.code(),
             error_message: message,
-            base_offset: -1,
-            log_start_offset: -1,
+            ..PartitionProduceResult::empty()
         }
     }
 }
@@ -74,8 +92,7 @@ pub async fn append_on_owner(
         return PartitionProduceResult {
             error_code: crate::wire::mirror::errors::READ_ONLY_TOPIC,
             error_message: Some(message),
-            base_offset: -1,
-            log_start_offset: -1,
+            ..PartitionProduceResult::empty()
         };
     }
     let Ok(mut log) = partition.log.write().await else {
@@ -94,15 +111,31 @@ pub async fn append_on_owner(
                 error_message: None,
                 base_offset: info.first_offset.0,
                 log_start_offset: info.log_start_offset.0,
+                log_append_time_ms: info.log_append_time_ms,
+                record_errors: Vec::new(),
             }
         }
         Err(e) => {
             tracing::info!(%tp, error = %e, "produce rejected");
+            let (message, record_errors) = match &e {
+                LogError::Rejected {
+                    source: ValidateError::Records(errors),
+                    ..
+                } => (
+                    ValidateError::Records(errors.clone()).to_string(),
+                    errors
+                        .iter()
+                        .map(|r| (r.batch_index, r.message.clone()))
+                        .collect(),
+                ),
+                _ => (e.to_string(), Vec::new()),
+            };
             PartitionProduceResult {
                 error_code: log_error_code(&e),
-                error_message: Some(e.to_string()),
-                base_offset: -1,
+                error_message: Some(message),
                 log_start_offset: log.log_start_offset().0,
+                record_errors,
+                ..PartitionProduceResult::empty()
             }
         }
     }
@@ -196,11 +229,23 @@ pub async fn handle(
                         .with_index(index)
                         .with_error_code(r.error_code)
                         .with_base_offset(r.base_offset);
+                    if version >= 2 {
+                        resp.log_append_time_ms = r.log_append_time_ms;
+                    }
                     if version >= 5 {
                         resp.log_start_offset = r.log_start_offset;
                     }
                     if version >= 8 {
                         resp.error_message = r.error_message.map(str_bytes);
+                        resp.record_errors = r
+                            .record_errors
+                            .into_iter()
+                            .map(|(i, m)| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(i)
+                                    .with_batch_index_error_message(Some(str_bytes(m)))
+                            })
+                            .collect();
                     }
                     resp
                 })

@@ -1,6 +1,7 @@
 //! Per-partition log settings, named after Kafka's topic configs.
 
 use crate::kafka_configs::{self, REMOVED_TOPIC_CONFIGS};
+use crate::log::validate::TopicCompression;
 
 /// Log settings. Defaults are Kafka's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +24,11 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: i64,
     /// `max.message.bytes`: the largest record batch accepted from a client.
     pub max_message_bytes: usize,
+    /// `cleanup.policy` includes `compact`: client records need a key. (Compaction
+    /// itself is the log cleaner's, not built yet.)
+    pub compact: bool,
+    /// `compression.type`: the codec leader appends store batches with.
+    pub compression: TopicCompression,
     /// `message.timestamp.type=LogAppendTime`: a leader append stamps the append time
     /// into each batch (Kafka's LogAppendTime; the CRC is recomputed).
     pub log_append_time: bool,
@@ -43,6 +49,8 @@ impl Default for LogConfig {
             flush_ms: u64::MAX,
             producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
+            compact: false,
+            compression: TopicCompression::Producer,
             log_append_time: false,
             direct_io: false,
         }
@@ -123,21 +131,23 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             log.max_message_bytes = v;
         }
         "cleanup.policy" => {
+            let mut compact = false;
             for p in value.split(',') {
-                if !matches!(p.trim(), "delete" | "compact") {
-                    return Err(format!(
-                        "config `{name}`: expected delete and/or compact, got {value:?}"
-                    ));
+                match p.trim() {
+                    "delete" => {}
+                    "compact" => compact = true,
+                    _ => {
+                        return Err(format!(
+                            "config `{name}`: expected delete and/or compact, got {value:?}"
+                        ))
+                    }
                 }
             }
+            log.compact = compact;
         }
         "compression.type" => {
-            if !matches!(
-                value,
-                "producer" | "uncompressed" | "none" | "gzip" | "snappy" | "lz4" | "zstd"
-            ) {
-                return Err(format!("config `{name}`: unknown codec {value:?}"));
-            }
+            log.compression = TopicCompression::parse(value)
+                .ok_or_else(|| format!("config `{name}`: unknown codec {value:?}"))?;
         }
         "message.timestamp.type" => {
             log.log_append_time = match value {
@@ -174,8 +184,11 @@ pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
         }
     };
     vec![
-        ("cleanup.policy", "delete".to_string()),
-        ("compression.type", "producer".to_string()),
+        (
+            "cleanup.policy",
+            if log.compact { "compact" } else { "delete" }.to_string(),
+        ),
+        ("compression.type", log.compression.name().to_string()),
         ("flush.messages", unlimited(log.flush_messages)),
         ("flush.ms", unlimited(log.flush_ms)),
         ("index.interval.bytes", log.index_interval_bytes.to_string()),
@@ -212,6 +225,9 @@ mod tests {
             flush_messages: 5,
             flush_ms: 0,
             max_message_bytes: 7000,
+            compact: true,
+            compression: TopicCompression::Zstd,
+            log_append_time: true,
             ..LogConfig::default()
         };
         for log in [LogConfig::default(), custom] {

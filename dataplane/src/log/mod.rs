@@ -11,6 +11,7 @@ pub mod partition_log;
 pub mod producer_state;
 pub mod segment;
 pub mod txn_index;
+pub mod validate;
 
 pub use config::LogConfig;
 pub use partition_log::{AppendKind, FetchData, LogAppendInfo, LogError, PartitionLog};

@@ -17,8 +17,11 @@ use crate::log::producer_state::{
 };
 use crate::log::segment::{file_name, BatchPlacement, LogSegment};
 use crate::log::txn_index::AbortedTxn;
+use crate::log::validate::{self, ValidateError};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
-use crate::wire::batch::{stamp_offset_and_epoch, BatchError, BatchIter, Compression, RecordBatch};
+use crate::wire::batch::{
+    stamp_log_append_time, stamp_offset_and_epoch, BatchError, BatchIter, Compression, RecordBatch,
+};
 use crate::wire::control::ControlType;
 use crate::wire::records::decode_records;
 
@@ -37,6 +40,12 @@ pub enum LogError {
         tp: TopicPartition,
         #[source]
         source: BatchError,
+    },
+    #[error("{tp}: {source}")]
+    Rejected {
+        tp: TopicPartition,
+        #[source]
+        source: ValidateError,
     },
     #[error("{tp}: batch at offset {offset} has {record_count} records but spans {span} offsets")]
     InconsistentRecordCount {
@@ -112,6 +121,8 @@ pub struct LogAppendInfo {
     /// offsets are the original ones.
     pub duplicate: bool,
     pub completed_txns: Vec<CompletedTxn>,
+    /// The append time stamped into the batches (LogAppendTime topics), else -1.
+    pub log_append_time_ms: i64,
 }
 
 /// Data read from the log.
@@ -431,10 +442,17 @@ impl PartitionLog {
                         log_start_offset: self.log_start_offset,
                         duplicate: true,
                         completed_txns: Vec::new(),
+                        log_append_time_ms: -1,
                     });
                 }
             }
         }
+        let (batches, append_time) = if kind == AppendKind::Client {
+            let append_time = self.config.log_append_time.then_some(now_ms);
+            (self.conform_client_batches(batches)?, append_time)
+        } else {
+            (batches, None)
+        };
         let origin = match kind {
             AppendKind::Client => AppendOrigin::Client,
             AppendKind::Coordinator => AppendOrigin::Coordinator,
@@ -446,7 +464,7 @@ impl PartitionLog {
             placements.push(BatchPlacement {
                 base_offset: next,
                 last_offset: last,
-                max_timestamp: b.max_timestamp(),
+                max_timestamp: append_time.unwrap_or_else(|| b.max_timestamp()),
                 epoch: leader_epoch,
                 size: b.size_in_bytes() as u32,
             });
@@ -470,13 +488,50 @@ impl PartitionLog {
             let at = buf.len();
             buf.extend_from_slice(b.as_bytes());
             stamp_offset_and_epoch(&mut buf[at..], p.base_offset, leader_epoch);
+            if let Some(t) = append_time {
+                stamp_log_append_time(&mut buf[at..], t);
+            }
         }
         self.active_segment_mut()
             .append(Cow::Owned(buf), &placements)
             .await?;
         let completed = self.producer_state.commit(producer_append);
-        self.after_append(&placements, &completed, &batches, now_ms)
-            .await
+        let mut info = self
+            .after_append(&placements, &completed, &batches, now_ms)
+            .await?;
+        info.log_append_time_ms = append_time.unwrap_or(-1);
+        Ok(info)
+    }
+
+    /// Kafka's `LogValidator` on client batches: keys on compacted topics, the topic's
+    /// compression (a batch is re-encoded only when its codec differs).
+    fn conform_client_batches(
+        &self,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Vec<RecordBatch>, LogError> {
+        if !self.config.compact && self.config.compression == validate::TopicCompression::Producer {
+            return Ok(batches);
+        }
+        let rejected = |source| LogError::Rejected {
+            tp: self.tp.clone(),
+            source,
+        };
+        let mut out = Vec::with_capacity(batches.len());
+        for b in batches {
+            if self.config.compact {
+                validate::check_keys_for_compaction(&b, &self.tp.to_string()).map_err(rejected)?;
+            }
+            match validate::recompress(&b, self.config.compression).map_err(rejected)? {
+                Some(bytes) => out.push(RecordBatch::parse(bytes, 0).map_err(|source| {
+                    LogError::InvalidBatch {
+                        tp: self.tp.clone(),
+                        source,
+                    }
+                })?),
+                None => out.push(b),
+            }
+        }
+        Ok(out)
     }
 
     /// Appends batches fetched from another log (mirror or replica fetcher) exactly as
@@ -640,6 +695,7 @@ impl PartitionLog {
             log_start_offset: self.log_start_offset,
             duplicate: false,
             completed_txns: completed.to_vec(),
+            log_append_time_ms: -1,
         })
     }
 

@@ -435,6 +435,18 @@ pub fn stamp_offset_and_epoch(header: &mut [u8], base_offset: Offset, epoch: Lea
         .copy_from_slice(&epoch.0.to_be_bytes());
 }
 
+/// Marks a batch header as LogAppendTime (Kafka's `setMaxTimestamp(LOG_APPEND_TIME, now)`):
+/// the timestamp-type bit and the max timestamp change, so the CRC is recomputed. Only a
+/// leader append of a topic with `message.timestamp.type=LogAppendTime` does this.
+pub fn stamp_log_append_time(batch: &mut [u8], now_ms: i64) {
+    let at = layout::ATTRIBUTES;
+    let attributes = i16::from_be_bytes([batch[at], batch[at + 1]]) | TIMESTAMP_TYPE_FLAG;
+    batch[at..at + 2].copy_from_slice(&attributes.to_be_bytes());
+    batch[layout::MAX_TIMESTAMP..layout::MAX_TIMESTAMP + 8].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c(&batch[layout::ATTRIBUTES..]);
+    batch[layout::CRC..layout::CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Iterates the batches of a buffer holding zero or more whole batches (a log segment,
 /// a produce request's record set, a fetch response's records).
 ///
