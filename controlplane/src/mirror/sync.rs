@@ -694,6 +694,9 @@ struct MirrorRuntime {
     running: bool,
     /// When the last run started.
     last_start: Option<Instant>,
+    /// The mirror's topics when the last run started: a topic added since makes the
+    /// next run due at once, so its configs and group offsets do not wait a period.
+    topics: BTreeSet<String>,
     steps: BTreeMap<&'static str, MirrorSyncStatus>,
 }
 
@@ -750,11 +753,19 @@ impl MirrorSync {
                 continue;
             }
             let interval = refresh_interval(mirror, self.config.refresh_interval_ms);
-            if rt.last_start.is_some_and(|at| now < at + interval) {
+            let topics: BTreeSet<String> = image
+                .topics
+                .values()
+                .filter(|t| t.mirror().is_some_and(|(m, _)| m == name.as_str()))
+                .map(|t| t.name.clone())
+                .collect();
+            let added = topics.iter().any(|t| !rt.topics.contains(t));
+            if !added && rt.last_start.is_some_and(|at| now < at + interval) {
                 continue;
             }
             rt.running = true;
             rt.last_start = Some(now);
+            rt.topics = topics;
             let me = Rc::clone(self);
             let name = name.clone();
             glommio::spawn_local(async move {

@@ -88,8 +88,9 @@ struct Synonym {
 
 impl Entry {
     /// Kafka's synonyms: where the value is set (on the resource, or as the broker config
-    /// `broker_name` in the config file), then the broker-level default.
-    fn with_synonyms(mut self, broker_name: &str, default: Option<&str>) -> Entry {
+    /// `broker_name` in the config file), then the broker-level default `default` (name
+    /// and value) when Kafka lists one.
+    fn with_synonyms(mut self, broker_name: &str, default: Option<(&str, Option<&str>)>) -> Entry {
         if self.source != DEFAULT_CONFIG {
             self.synonyms.push(Synonym {
                 name: if self.source == STATIC_BROKER_CONFIG {
@@ -101,10 +102,10 @@ impl Entry {
                 source: self.source,
             });
         }
-        if default.is_some() || self.source == DEFAULT_CONFIG {
+        if let Some((name, value)) = default {
             self.synonyms.push(Synonym {
-                name: broker_name.to_string(),
-                value: default.map(str::to_string),
+                name: name.to_string(),
+                value: value.map(str::to_string),
                 source: DEFAULT_CONFIG,
             });
         }
@@ -147,7 +148,7 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             config_type,
             ..Entry::default()
         }
-        .with_synonyms(name, kafka_default)
+        .with_synonyms(name, Some((name, kafka_default)))
     };
     let log = &settings.default_log_config;
     let mut out = vec![
@@ -226,7 +227,7 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
                 sensitive: def.sensitive,
                 synonyms: Vec::new(),
             }
-            .with_synonyms(def.name, def.default),
+            .with_synonyms(def.name, Some((def.name, def.default))),
         );
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -250,10 +251,14 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
     let mut out: Vec<Entry> = topic_configs_with_source(&topic.log_config, &topic.configs)
         .into_iter()
         .map(|(name, value, source)| {
+            // Kafka names a topic config's broker-level default only where it lists a
+            // synonym (the catalog's); `retention.ms`, for one, has none.
             let def = kafka_configs::topic_config(name);
-            let broker_name = def
-                .and_then(|d| d.synonyms.first().copied())
-                .unwrap_or(name);
+            let default = def.and_then(|d| d.synonyms.first().map(|syn| (*syn, d.default)));
+            let broker_name = match broker_synonym(name) {
+                "" => name,
+                b => b,
+            };
             Entry {
                 name: name.to_string(),
                 value,
@@ -261,19 +266,22 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
                 config_type: topic_config_type(name),
                 ..Entry::default()
             }
-            .with_synonyms(broker_name, def.and_then(|d| d.default))
+            .with_synonyms(broker_name, default)
         })
         .collect();
     for (k, v) in &topic.configs {
         if MIRROR_CONFIG_NAMES.contains(&k.as_str()) {
-            out.push(Entry {
-                name: k.clone(),
-                value: v.clone(),
-                source: DYNAMIC_TOPIC_CONFIG,
-                read_only: true,
-                config_type: admin::TYPE_STRING,
-                ..Entry::default()
-            });
+            out.push(
+                Entry {
+                    name: k.clone(),
+                    value: v.clone(),
+                    source: DYNAMIC_TOPIC_CONFIG,
+                    read_only: true,
+                    config_type: admin::TYPE_STRING,
+                    ..Entry::default()
+                }
+                .with_synonyms(k, None),
+            );
         }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
