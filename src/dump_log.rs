@@ -108,8 +108,9 @@ fn dump_segment(
         writeln!(
             out,
             "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
-             producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} position: {} \
-             {}: {} size: {} magic: {} compresscodec: {} crc: {} isvalid: {}",
+             producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} \
+             deleteHorizonMs: {} position: {} {}: {} size: {} magic: {} compresscodec: {} crc: {} \
+             isvalid: {}",
             batch.base_offset(),
             batch.last_offset(),
             batch.record_count(),
@@ -120,6 +121,12 @@ fn dump_segment(
             batch.partition_leader_epoch(),
             batch.is_transactional(),
             batch.is_control(),
+            // Kafka's DumpLogSegments prints Java's OptionalLong here.
+            if batch.has_delete_horizon() {
+                format!("OptionalLong[{}]", batch.base_timestamp())
+            } else {
+                "OptionalLong.empty".to_string()
+            },
             position,
             if batch.is_log_append_time() { "LogAppendTime" } else { "CreateTime" },
             batch.max_timestamp(),
@@ -144,27 +151,48 @@ fn dump_segment(
     Ok(true)
 }
 
+/// What Kafka's DumpLogSegments prints before a control record's own fields.
+fn control_prefix(batch: &RecordBatch) -> String {
+    let (key, value) = decode_records(&batch.records(), batch.record_count())
+        .ok()
+        .and_then(|r| r.into_iter().next())
+        .map_or((-1, -1), |r| {
+            (
+                r.key.as_ref().map_or(-1, |k| k.len() as i64),
+                r.value.as_ref().map_or(-1, |v| v.len() as i64),
+            )
+        });
+    format!(
+        "| offset: {} {}: {} keySize: {key} valueSize: {value} sequence: -1 headerKeys: []",
+        batch.base_offset(),
+        if batch.is_log_append_time() {
+            "LogAppendTime"
+        } else {
+            "CreateTime"
+        },
+        batch.max_timestamp()
+    )
+}
+
 fn print_control(batch: &RecordBatch, out: &mut impl Write) -> io::Result<()> {
+    let prefix = control_prefix(batch);
     match batch.control_record() {
         Ok(c) => match c.kind {
             ControlType::Commit | ControlType::Abort => writeln!(
                 out,
-                "| offset: {} endTxnMarker: {} coordinatorEpoch: {}",
-                batch.base_offset(),
+                "{prefix} endTxnMarker: {} coordinatorEpoch: {}",
                 c.kind.name(),
                 c.coordinator_epoch.unwrap_or(-1)
             ),
             ControlType::MirrorPidReset => writeln!(
                 out,
-                "| offset: {} MIRROR_PID_RESET sourceClusterId: {}",
-                batch.base_offset(),
+                "{prefix} MIRROR_PID_RESET sourceClusterId: {}",
                 c.source_cluster_id.unwrap_or_default()
             ),
             ControlType::Other(t) => {
                 writeln!(
                     out,
-                    "| offset: {} control record type {t} version {}",
-                    batch.base_offset(),
+                    "{prefix} control record type {t} version {}",
                     c.version
                 )
             }
@@ -182,15 +210,12 @@ fn print_records<W: Write>(
     out: &mut W,
     print: fn(&RecordBatch, &Record, &mut W) -> io::Result<()>,
 ) -> io::Result<()> {
-    if batch.compression() != dataplane::wire::batch::Compression::None {
-        return writeln!(
-            out,
-            "| {} records compressed with {}: not decompressed",
-            batch.record_count(),
-            batch.compression().name()
-        );
-    }
-    match decode_records(&batch.records(), batch.record_count()) {
+    let decoded = if batch.compression() == dataplane::wire::batch::Compression::None {
+        decode_records(&batch.records(), batch.record_count()).map_err(|e| e.to_string())
+    } else {
+        decompressed_records(batch)
+    };
+    match decoded {
         Ok(recs) => {
             for r in &recs {
                 print(batch, r, out)?;
@@ -205,16 +230,42 @@ fn print_records<W: Write>(
     }
 }
 
+/// The records of a compressed batch (decompressed with the codec of its attributes), in
+/// the form [`decode_records`] gives for an uncompressed one.
+fn decompressed_records(batch: &RecordBatch) -> Result<Vec<Record>, String> {
+    let mut buf = batch.as_bytes().clone();
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map_err(|e| format!("cannot decompress ({}): {e}", batch.compression().name()))?;
+    Ok(set
+        .records
+        .into_iter()
+        .map(|r| Record {
+            attributes: 0,
+            timestamp_delta: r.timestamp - batch.base_timestamp(),
+            offset_delta: (r.offset - batch.base_offset().0) as i32,
+            key: r.key,
+            value: r.value,
+            headers: r
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        })
+        .collect())
+}
+
 fn print_raw_record(batch: &RecordBatch, r: &Record, out: &mut impl Write) -> io::Result<()> {
     let seq = if batch.base_sequence() >= 0 {
         batch.base_sequence().wrapping_add(r.offset_delta)
     } else {
         -1
     };
+    // Kafka prints Java's list format: `[a, b]`.
     let headers: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    let headers = format!("[{}]", headers.join(", "));
     writeln!(
         out,
-        "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: {} headerKeys: {:?} key: {} payload: {}",
+        "| offset: {} CreateTime: {} keySize: {} valueSize: {} sequence: {} headerKeys: {} key: {} payload: {}",
         batch.base_offset().0 + i64::from(r.offset_delta),
         batch.base_timestamp() + r.timestamp_delta,
         r.key.as_ref().map_or(-1, |k| k.len() as i64),

@@ -77,6 +77,8 @@ public final class MirrorLoad {
                     p.send(new ProducerRecord<>(t + "-zstd", i % 2, "r" + round + "-" + i, abort ? "aborted" : "committed"));
                 }
                 if (abort) {
+                    // Sent first, so that the aborted records are in the log.
+                    p.flush();
                     p.abortTransaction();
                 } else {
                     p.commitTransaction();
