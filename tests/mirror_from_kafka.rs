@@ -112,7 +112,7 @@ fn mirror_from_apache_kafka_is_byte_identical_and_fails_over() {
             "{topic}: topic id and partition count"
         );
     }
-    for ((topic, p), _) in &ends {
+    for (topic, p) in ends.keys() {
         let theirs = read_log(&kafka.bootstrap, topic, *p);
         let ours = read_log(&d, topic, *p);
         assert_eq!(theirs.len(), ours.len(), "{topic}-{p}: batch count");

@@ -775,6 +775,51 @@ mod tests {
         assert_eq!(a.log_config.retention_ms, 5);
     }
 
+    /// A source without topic ids (nil id, partition count known): the controller
+    /// assigns an id and marks the topic; re-adding it after failover finds it by that
+    /// mark, and a local topic without the mark is refused.
+    #[test]
+    fn topics_of_a_source_without_topic_ids_get_an_id_here() {
+        use dataplane::wire::mirror::MirrorTopicMetadata;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        let created = c.handle(&AdminRequest::CreateMirror {
+            name: "m".into(),
+            configs: vec![("bootstrap.servers".into(), Some("old:9092".into()))],
+        });
+        assert_eq!(codes(&results(created)), vec![0]);
+        let no_id = |name: &str| MirrorTopicMetadata {
+            topic_id: uuid::Uuid::nil(),
+            name: name.into(),
+            num_partitions: 2,
+        };
+        let add = |c: &mut Controller<FakeShards>, names: &[&str]| {
+            results(c.handle(&AdminRequest::AddTopicsToMirror {
+                mirror: "m".into(),
+                topics: names.iter().map(|n| no_id(n)).collect(),
+            }))
+        };
+        assert_eq!(codes(&add(&mut c, &["old-a", "old-b"])), vec![0, 0]);
+        let image = cell.load();
+        let (a, b) = (
+            image.topic("old-a").expect("a"),
+            image.topic("old-b").expect("b"),
+        );
+        assert!(!a.id.is_nil() && !b.id.is_nil() && a.id != b.id);
+        assert_eq!(a.partitions.len(), 2);
+        assert_eq!(
+            a.configs.get("mirror.source.topic.id").map(String::as_str),
+            Some("none")
+        );
+        // Idempotent while mirroring; a plain local topic of that name is refused.
+        assert_eq!(codes(&add(&mut c, &["old-a"])), vec![0]);
+        create(&mut c, vec![topic("plain", 1, &[])]);
+        assert_eq!(
+            codes(&add(&mut c, &["plain"])),
+            vec![code(ResponseError::InconsistentTopicId)]
+        );
+    }
+
     #[test]
     fn replay_after_reopen_gives_the_same_image() {
         let dir = tempfile::tempdir().expect("tempdir");

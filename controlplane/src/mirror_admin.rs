@@ -10,6 +10,7 @@ use dataplane::metadata::default_shard;
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, mirror_name_value, DesiredMirrorState, MirrorTopicMetadata, MIRROR_NAME_CONFIG,
+    MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
 };
 use kafka_protocol::ResponseError;
 
@@ -237,10 +238,13 @@ impl ControllerState {
         plan
     }
 
+    /// A topic whose source reports no topic id (`topic_id` nil, partition count set)
+    /// gets an id assigned here and the `mirror.source.topic.id=none` config.
     pub(crate) fn plan_add_topics_to_mirror(
         &self,
         mirror: &str,
         topics: &[MirrorTopicMetadata],
+        new_topic_id: &mut dyn FnMut() -> uuid::Uuid,
     ) -> Plan {
         if self.mirror_configs(mirror).is_none() {
             return failed(
@@ -261,19 +265,32 @@ impl ControllerState {
                     ResponseError::InvalidTopicException.code(),
                     format!("Internal topic {name} cannot be mirrored"),
                 )
-            } else if t.topic_id.is_nil() || t.num_partitions < 1 {
+            } else if t.num_partitions < 1 {
                 fail(
                     ResponseError::InvalidRequest.code(),
-                    format!("Topic {name} needs the source topic id and partition count"),
+                    format!("Topic {name} needs the source partition count"),
                 )
-            } else if !claimed_ids.insert(t.topic_id) {
+            } else if !t.topic_id.is_nil() && !claimed_ids.insert(t.topic_id) {
                 fail(
                     ResponseError::InvalidRequest.code(),
                     format!("Topic id {} appears twice in the request", t.topic_id),
                 )
             } else if let Some(local) = self.topics.get(name) {
+                let no_source_id = local
+                    .configs
+                    .get(MIRROR_SOURCE_TOPIC_ID_CONFIG)
+                    .map(String::as_str)
+                    == Some(NO_SOURCE_TOPIC_ID);
                 match local.mirror() {
-                    _ if local.id != t.topic_id => fail(
+                    // A source without topic ids: the local topic must be the one an
+                    // earlier AddTopicsToMirror made for it (failback, re-adding).
+                    _ if t.topic_id.is_nil() && !no_source_id => fail(
+                        ResponseError::InconsistentTopicId.code(),
+                        format!(
+                            "Local topic {name} exists and the source reports no topic ids, so it cannot be told to be the same topic; delete the local topic first"
+                        ),
+                    ),
+                    _ if !t.topic_id.is_nil() && local.id != t.topic_id => fail(
                         ResponseError::InconsistentTopicId.code(),
                         format!(
                             "Local topic {name} has id {} but the source topic has id {}; delete the local topic first",
@@ -324,18 +341,25 @@ impl ControllerState {
                     ),
                 )
             } else {
-                let configs = BTreeMap::from([(
+                let mut configs = BTreeMap::from([(
                     MIRROR_NAME_CONFIG.to_string(),
                     mirror_name_value(mirror, DesiredMirrorState::Mirroring),
                 )]);
-                self.push_new_topic(
-                    &mut plan,
-                    index,
-                    name,
-                    t.topic_id,
-                    t.num_partitions,
-                    configs,
-                );
+                let id = if t.topic_id.is_nil() {
+                    configs.insert(
+                        MIRROR_SOURCE_TOPIC_ID_CONFIG.to_string(),
+                        NO_SOURCE_TOPIC_ID.to_string(),
+                    );
+                    let mut id = self.new_topic_id(new_topic_id);
+                    // Two such topics of one request must not draw the same id.
+                    while !claimed_ids.insert(id) {
+                        id = self.new_topic_id(new_topic_id);
+                    }
+                    id
+                } else {
+                    t.topic_id
+                };
+                self.push_new_topic(&mut plan, index, name, id, t.num_partitions, configs);
                 AdminResult::ok(name)
             };
             results.push(result);

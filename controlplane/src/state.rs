@@ -25,7 +25,7 @@ pub const PRODUCER_ID_BLOCK_MAX: i64 = 1_000_000;
 pub const TOPIC_NAME_LEN_MAX: usize = 249;
 /// Topic configs owned by the mirror RPCs: stored with the topic, never altered through
 /// AlterConfigs, and not log settings.
-pub const MIRROR_TOPIC_CONFIG_NAMES: &[&str] = &["mirror.name"];
+pub const MIRROR_TOPIC_CONFIG_NAMES: &[&str] = &["mirror.name", "mirror.source.topic.id"];
 
 /// Kafka's topic name rules: 1 to 249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn validate_topic_name(name: &str) -> Result<(), String> {
@@ -400,7 +400,7 @@ impl ControllerState {
                 self.plan_create_mirror(name, configs, new_topic_id)
             }
             AdminRequest::AddTopicsToMirror { mirror, topics } => {
-                self.plan_add_topics_to_mirror(mirror, topics)
+                self.plan_add_topics_to_mirror(mirror, topics, new_topic_id)
             }
             AdminRequest::SetMirrorTopicsState {
                 mirror,

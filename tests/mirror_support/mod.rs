@@ -247,3 +247,28 @@ pub fn read_log(bootstrap: &str, topic: &str, partition: i32) -> Vec<RecordBatch
     }
     out
 }
+
+/// A topic's configs (name -> value) from DescribeConfigs.
+pub fn describe_topic_configs(bootstrap: &str, topic: &str) -> BTreeMap<String, String> {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    let mut conn = connect(bootstrap);
+    let req = kafka_protocol::messages::DescribeConfigsRequest::default().with_resources(vec![
+        DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(kafka_protocol::protocol::StrBytes::from_string(
+                topic.to_string(),
+            )),
+    ]);
+    let r = conn.send(&req, 4).expect("describe configs");
+    let res = r.results.first().expect("one resource");
+    assert_eq!(res.error_code, 0, "describe configs of {topic}: {res:?}");
+    res.configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.to_string(),
+                c.value.as_ref().map(|v| v.to_string()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}

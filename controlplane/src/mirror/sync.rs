@@ -48,6 +48,7 @@ use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     DesiredMirrorState, MirrorResponse, MirrorSyncStatus, MIRROR_NAME_CONFIG,
+    MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -269,6 +270,20 @@ pub fn source_topic_gone(local: &TopicImage, meta: &ClusterMetadata) -> Option<S
         None => Some(format!("source topic {} was deleted", local.name)),
         Some(t) if t.error_code == unknown => {
             Some(format!("source topic {} was deleted", local.name))
+        }
+        Some(t)
+            if t.error_code == 0
+                && t.id.is_nil()
+                && local.configs.get(MIRROR_SOURCE_TOPIC_ID_CONFIG).map(String::as_str)
+                    == Some(NO_SOURCE_TOPIC_ID)
+                && t.partitions.len() < local.partitions.len() =>
+        {
+            Some(format!(
+                "source topic {} has {} partitions, fewer than the {} mirrored, and the source reports no topic ids: it was deleted and re-created",
+                local.name,
+                t.partitions.len(),
+                local.partitions.len()
+            ))
         }
         Some(t) if t.error_code == 0 && !t.id.is_nil() && t.id != local.id => Some(format!(
             "source topic {} was deleted and re-created (source topic id {}, mirrored topic id {})",

@@ -27,7 +27,7 @@ use crate::shard::{ShardCtx, ShardSettings};
 use crate::wire::mirror::errors::UNKNOWN_CLUSTER_MIRROR;
 
 /// Mirror configs shown with a topic (stored in `TopicImage::configs`).
-const MIRROR_CONFIG_NAMES: &[&str] = &["mirror.name"];
+const MIRROR_CONFIG_NAMES: &[&str] = &["mirror.name", "mirror.source.topic.id"];
 
 /// The config resource type of a cluster mirror (`ConfigResource.Type.CLUSTER_MIRROR`).
 pub const RESOURCE_MIRROR: i8 = 64;

@@ -413,16 +413,11 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
                     w.topic_id = t.id;
                     w.num_partitions = t.partitions.len() as i32;
                 }
-                Some(t) if t.error_code == 0 => {
-                    per_topic_errors.insert(
-                        w.name.clone(),
-                        AdminResult::err(
-                            w.name.clone(),
-                            ResponseError::UnsupportedVersion.code(),
-                            "The source cluster does not report topic ids (Metadata v10+ needed)"
-                                .to_string(),
-                        ),
-                    );
+                // A source before Kafka 2.8 (Metadata below v10) has no topic ids: the
+                // controller assigns one here and marks the topic (mirror.source.topic.id).
+                Some(t) if t.error_code == 0 && !t.partitions.is_empty() => {
+                    w.topic_id = uuid::Uuid::nil();
+                    w.num_partitions = t.partitions.len() as i32;
                 }
                 _ => {
                     per_topic_errors.insert(

@@ -29,6 +29,7 @@ use crate::controller::{AdminRequest, AdminResponse};
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
+use crate::wire::mirror::{MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID};
 use crate::wire::RecordBatch;
 
 mod lag;
@@ -707,8 +708,19 @@ impl MirrorFetcher {
                     log.log_end_offset().0
                 }
             };
-            asked.insert(tp.clone(), (fetch_offset, generation));
             let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
+            if let Some(message) = recreated_without_topic_id(ctx, tp, current_epoch).await {
+                self.fail(
+                    ctx,
+                    tp,
+                    Failure {
+                        message,
+                        retryable: false,
+                    },
+                );
+                continue;
+            }
+            asked.insert(tp.clone(), (fetch_offset, generation));
             by_topic.entry(tp.topic.clone()).or_default().push(
                 FetchPartition::default()
                     .with_partition(tp.partition)
@@ -1034,6 +1046,13 @@ impl MirrorFetcher {
             return Ok(());
         }
         let end = log.log_end_offset().0;
+        if end > latest && !has_source_topic_id(ctx, &tp.topic) {
+            // Without topic ids a source topic deleted and re-created under the same
+            // name looks like this too: stop rather than cut the copy to a new topic.
+            return Err(format!(
+                "the source has fewer records than were mirrored (source end {latest}, local end {end}) and reports no topic ids: the source topic may have been deleted and re-created; remove it from the mirror and check"
+            ));
+        }
         if end > latest {
             log.truncate_to(Offset(latest))
                 .await
@@ -1053,6 +1072,38 @@ impl MirrorFetcher {
         self.forget_position(tp);
         Ok(())
     }
+}
+
+/// Whether the local copy of `topic` carries its source's topic id (false for a source
+/// before Kafka 2.8: `mirror.source.topic.id=none`).
+fn has_source_topic_id(ctx: &ShardCtx, topic: &str) -> bool {
+    ctx.metadata.load().topic(topic).is_none_or(|t| {
+        t.configs
+            .get(MIRROR_SOURCE_TOPIC_ID_CONFIG)
+            .map(String::as_str)
+            != Some(NO_SOURCE_TOPIC_ID)
+    })
+}
+
+/// For a topic whose source has no topic ids: why the source partition is not the one
+/// mirrored so far, judged by leader epochs (they never go back in one topic, and a
+/// re-created topic starts again at 0). `None` when it may be the same.
+async fn recreated_without_topic_id(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+    source_epoch: i32,
+) -> Option<String> {
+    if source_epoch < 0 || has_source_topic_id(ctx, &tp.topic) {
+        return None;
+    }
+    let partition = ctx.partition(tp)?;
+    let local = partition.log.read().await.ok()?.latest_epoch()?;
+    (local.0 > source_epoch).then(|| {
+        format!(
+            "the source leader epoch {source_epoch} is below the last mirrored epoch {} and the source reports no topic ids: the source topic was deleted and re-created",
+            local.0
+        )
+    })
 }
 
 /// The leader and leader epoch of `tp` in source metadata.

@@ -152,6 +152,12 @@ pub enum DesiredMirrorState {
 
 /// The topic config that carries the association and the desired state.
 pub const MIRROR_NAME_CONFIG: &str = "mirror.name";
+
+/// Topic config of a mirrored topic whose source reports no topic ids (Metadata below
+/// v10: Kafka before 2.8): the value [`NO_SOURCE_TOPIC_ID`] says the local topic id was
+/// assigned here. Written by AddTopicsToMirror, shown read-only, never synced.
+pub const MIRROR_SOURCE_TOPIC_ID_CONFIG: &str = "mirror.source.topic.id";
+pub const NO_SOURCE_TOPIC_ID: &str = "none";
 const PAUSED_SUFFIX: &str = ".paused";
 const REMOVED_SUFFIX: &str = ".removed";
 
