@@ -10,6 +10,7 @@
 #                                            (the tests: the broker dies with the test process)
 #   scripts/kafka.sh tool NAME ARGS...       a Kafka CLI tool by its bin/ name (kafka-topics, ...)
 #   scripts/kafka.sh java MAIN_CLASS ARGS... any class on the classpath (test clients included)
+#   scripts/kafka.sh mm2 PROPERTIES          MirrorMaker 2 (dedicated mode), with a server JVM
 #   scripts/kafka.sh classpath               the classpath, for other scripts
 #
 # Everything listens on 127.0.0.1 only. JAVA_HOME picks the JVM (java on PATH otherwise).
@@ -209,8 +210,14 @@ case "$cmd" in
     java)
         exec "$JAVA" "${TOOL_OPTS[@]}" ${KAFKA_JAVA_OPTS:-} -cp "$(classpath)" "$@"
         ;;
+    mm2)
+        # A long-running copier: full JIT and a heap like Kafka's bin/ scripts give it.
+        exec "$JAVA" -Xms256m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
+            "-Dlog4j2.configurationFile=$COMPAT/log4j2-server.properties" \
+            -cp "$(classpath)" org.apache.kafka.connect.mirror.MirrorMaker "$@"
+        ;;
     *)
-        sed -n "2,15p" "$0" >&2
+        sed -n "2,16p" "$0" >&2
         exit 2
         ;;
 esac

@@ -77,6 +77,13 @@ fn java_consumer_groups_classic_protocol() {
     scenario("GroupChecks", "groups", "j-groups", &[], 180);
 }
 
+/// KIP-848 (`group.protocol=consumer`) is not served: the Java consumer fails cleanly
+/// and names the fix (`group.protocol=classic`), as with a cluster that predates it.
+#[test]
+fn java_consumer_protocol_fails_cleanly() {
+    scenario("GroupChecks", "consumer-protocol", "j-848", &[], 90);
+}
+
 #[test]
 fn java_admin_client() {
     scenario("AdminChecks", "admin", "j-admin", &[], 120);

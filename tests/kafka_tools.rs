@@ -246,7 +246,7 @@ fn tab_table(text: &str, first_column: &str) -> (Vec<String>, Vec<Vec<String>>) 
     let all = lines(text);
     let at = all
         .iter()
-        .position(|l| l.starts_with(&format!("{first_column}\t")))
+        .position(|l| l.contains('\t') && l.split('\t').next().map(str::trim) == Some(first_column))
         .unwrap_or_else(|| panic!("no table with a {first_column} column in\n{text}"));
     let cells = |l: &str| {
         let mut c: Vec<String> = l.split('\t').map(|c| c.trim().to_string()).collect();

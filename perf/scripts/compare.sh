@@ -12,7 +12,12 @@
 #      MirrorMaker-style bridge on librdkafka (perf/bridge, `twinlog-bridge`) copying the
 #      same source into a fresh 2-shard broker; the ratio native/bridge and native against
 #      the lower of the disk and loopback ceilings;
+#      MirrorMaker 2 (Apache Kafka's connect-mirror, a dedicated `connect-mirror-maker`
+#      process tuned for throughput) copying the same source into a fresh 2-shard broker
+#      is the headline comparison; the bridge stays as a second row;
 #   4. the time from RemoveTopicsFromMirror to writable for 1 and 1,000 partitions;
+#   5. Apache Kafka 4.1 (one KRaft broker from scripts/kafka.sh) under the same produce,
+#      consume and latency runs as item 2, with the same client;
 #
 # and appends a dated markdown section (commands, machine, date) to perf/RESULTS.md.
 # Every broker is fresh, on a free loopback port, with its data under $WORK.
@@ -29,6 +34,8 @@
 #   DEST_DIRECT_IO=true    `log.direct.io` of every copy's destination (native and bridge
 #                          alike); the source and the produce/consume brokers keep the
 #                          default (page cache)
+#   MM2_RUNS=$RUNS         MirrorMaker 2 runs (each a fresh destination and MM2 process)
+#   SKIP_KAFKA=1           leave out Apache Kafka and MirrorMaker 2 (items 3 and 5)
 #   NO_BUILD=1             use the binaries already built
 #   BRIDGE_TARGET_DIR=…    cargo target dir of perf/bridge (default perf/bridge/target)
 #   RESULTS=perf/RESULTS.md  where the section goes ("-": print it only)
@@ -38,7 +45,8 @@
 #                          and text reports there
 #
 # Needs the Rust toolchain, python3, .venv (scripts/test.sh creates it: confluent-kafka for
-# the fill), cmake and a C compiler (the bridge's vendored librdkafka), bc. On a 2-core
+# the fill), cmake and a C compiler (the bridge's vendored librdkafka), bc, and for Kafka
+# and MirrorMaker 2 a JDK with Maven (`scripts/kafka.sh install`, which scripts/test.sh runs). On a 2-core
 # machine: about 5 minutes of measurements (half a minute more with PROFILE_DIR) after the builds
 # (3.5 minutes for a release build of a changed workspace, 3 for the bridge's first).
 set -euo pipefail
@@ -52,6 +60,8 @@ PRODUCE_RECORDS=${PRODUCE_RECORDS:-4000000}
 LATENCY_RATE=${LATENCY_RATE:-200000}
 FAILOVER_PARTITIONS=${FAILOVER_PARTITIONS-1 1000}
 DEST_DIRECT_IO=${DEST_DIRECT_IO:-true}
+MM2_RUNS=${MM2_RUNS:-$RUNS}
+SKIP_KAFKA=${SKIP_KAFKA:-}
 RESULTS=${RESULTS:-perf/RESULTS.md}
 PY=${PY:-.venv/bin/python}
 BRIDGE_TARGET_DIR=${BRIDGE_TARGET_DIR:-$ROOT/perf/bridge/target}
@@ -76,6 +86,10 @@ for b in "$TWINLOG" "$PERF" "$BRIDGE"; do
     [ -x "$b" ] || { echo "compare.sh: $b is missing (build it or unset NO_BUILD)" >&2; exit 1; }
 done
 [ -x "$PY" ] || { echo "compare.sh: $PY is missing (scripts/test.sh creates .venv)" >&2; exit 1; }
+if [ -z "$SKIP_KAFKA" ] && [ ! -d compat/kafka/lib ]; then
+    log "resolving Apache Kafka (scripts/kafka.sh install)"
+    bash scripts/kafka.sh install >&2
+fi
 
 if [ -n "${WORK:-}" ]; then
     mkdir -p "$WORK"
@@ -91,6 +105,7 @@ mkdir -p "$OUT"
 declare -A PID ADDR
 cleanup() {
     for n in "${!PID[@]}"; do kill "${PID[$n]}" 2>/dev/null || true; done
+    if [ -f "$WORK/kafka/kafka.pid" ]; then bash scripts/kafka.sh stop "$WORK/kafka"; fi
     wait 2>/dev/null || true
     [ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"
 }
@@ -198,7 +213,27 @@ for s in 1 2; do
     stop p$s
 done
 
-# --- 3. mirroring catch-up: native vs the bridge -------------------------------------
+# --- 5. the same produce and consume against Apache Kafka ------------------------------
+if [ -z "$SKIP_KAFKA" ]; then
+    log "Apache Kafka: one KRaft broker (scripts/kafka.sh start), num.partitions = 8"
+    K=$(KAFKA_EXTRA_CONFIG="num.partitions=8" bash scripts/kafka.sh start "$WORK/kafka")
+    log "produce, Kafka: max rate"
+    "$PERF" produce --bootstrap-server "$K" --topic bench --create-partitions 8 \
+        --record-size 1024 --duration "${PRODUCE_SECONDS}s" --records "$PRODUCE_RECORDS" \
+        --quiet --json-out "$OUT/produce-kafka.json" > "$OUT/produce-kafka.txt"
+    log "consume, Kafka"
+    "$PERF" consume --bootstrap-server "$K" --topic bench --from earliest --to-end \
+        --duration 120s --quiet --json-out "$OUT/consume-kafka.json" > "$OUT/consume-kafka.txt"
+    log "produce, Kafka: $LATENCY_RATE records/s for 5 s"
+    "$PERF" produce --bootstrap-server "$K" --topic lat --create-partitions 8 \
+        --record-size 1024 --rate "$LATENCY_RATE" --duration 5s \
+        --quiet --json-out "$OUT/latency-kafka.json" > "$OUT/latency-kafka.txt"
+    bash scripts/kafka.sh stop "$WORK/kafka"
+    rm -rf "$WORK/kafka"
+fi
+
+# --- 3. mirroring catch-up: native vs MirrorMaker 2 and the bridge --------------------
+
 log "filling the source: $RECORDS records of 1 KiB on 8 partitions"
 start a 2
 A=${ADDR[a]}
@@ -246,6 +281,65 @@ for ((r = 1; r <= RUNS; r++)); do
     log "bridge, run $r: $(cat "$OUT/bridge-$r.json")"
     stop c
 done
+
+# MirrorMaker 2 in a dedicated process: A -> B for `bench` only, no heartbeats,
+# checkpoints, ACL or config sync (native mirroring's config sync is not timed either),
+# topic names kept (IdentityReplicationPolicy), clients tuned like the bridge's. Timed from
+# the MM2 process start (JVM and Connect start-up included) until the destination holds
+# every record; `first_s` in the JSON is when the first one arrived.
+mm2_run() { # RUN
+    local r=$1 mpid
+    start c 2 -dest
+    "$TWINLOG" topic create bench --partitions 8 --bootstrap-server "${ADDR[c]}" > /dev/null
+    cat > "$WORK/mm2.properties" <<MM2
+clusters = A, B
+A.bootstrap.servers = $A
+B.bootstrap.servers = ${ADDR[c]}
+A->B.enabled = true
+B->A.enabled = false
+A->B.topics = bench
+replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+config.storage.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+emit.heartbeats.enabled = false
+emit.checkpoints.enabled = false
+sync.group.offsets.enabled = false
+sync.topic.acls.enabled = false
+sync.topic.configs.enabled = false
+tasks.max = 8
+offset.flush.interval.ms = 10000
+A.consumer.fetch.max.bytes = 52428800
+A.consumer.max.partition.fetch.bytes = 4194304
+A.consumer.max.poll.records = 10000
+A.consumer.fetch.max.wait.ms = 100
+B.producer.batch.size = 1048576
+B.producer.linger.ms = 10
+B.producer.buffer.memory = 268435456
+B.producer.max.request.size = 10485760
+B.producer.compression.type = none
+MM2
+    sync
+    ca0=$(cpu_of "${PID[a]}")
+    cc0=$(cpu_of "${PID[c]}")
+    (cd "$WORK" && exec bash "$ROOT/scripts/kafka.sh" mm2 "$WORK/mm2.properties" > "$WORK/mm2-$r.log" 2>&1) &
+    mpid=$!
+    PID[mm2]=$mpid
+    "$PY" perf/scripts/wait_offsets.py "${ADDR[c]}" bench "$RECORDS" --timeout 1200 > "$OUT/mm2-$r.json"
+    echo "$(cpu_of "${PID[a]}") - $ca0 + $(cpu_of "${PID[c]}") - $cc0 + $(cpu_of "$mpid")" | bc > "$OUT/mm2-$r.cpu"
+    log "MirrorMaker 2, run $r: $(cat "$OUT/mm2-$r.json")"
+    kill "$mpid" 2>/dev/null || true
+    wait "$mpid" 2>/dev/null || true
+    unset "PID[mm2]"
+    stop c
+}
+if [ -z "$SKIP_KAFKA" ]; then
+    for ((r = 1; r <= MM2_RUNS; r++)); do mm2_run "$r"; done
+fi
 
 if [ -n "$PROFILE_DIR" ]; then
     log "profiling one native catch-up (perf record on both brokers)"
@@ -364,6 +458,24 @@ if client == "twinlog-perf":
             s, "" if s == 1 else "s", p["produce"]["mb_per_s"], format(round(p["produce"]["records_per_s"]), ","),
             lat(p.get("produce_latency")), c["consume"]["mb_per_s"], format(round(c["consume"]["records_per_s"]), ","),
             format(round(f["produce"]["records_per_s"]), ","), lat(f.get("produce_latency"))))
+    kp, kc, kf = js("produce-kafka.json"), js("consume-kafka.json"), js("latency-kafka.json")
+    if kp and kc and kf:
+        w("| Apache Kafka 4.1.2 (1 KRaft broker, JVM) | %.1f MB/s, %s records/s | %s | %.1f MB/s, %s records/s | %s records/s, %s |" % (
+            kp["produce"]["mb_per_s"], format(round(kp["produce"]["records_per_s"]), ","),
+            lat(kp.get("produce_latency")), kc["consume"]["mb_per_s"],
+            format(round(kc["consume"]["records_per_s"]), ","),
+            format(round(kf["produce"]["records_per_s"]), ","), lat(kf.get("produce_latency"))))
+        tp, tc, tf = js("produce-2.json"), js("consume-2.json"), js("latency-2.json")
+        def p99(x):
+            l = x.get("produce_latency")
+            return l["p99_ms"] if l else float("nan")
+        w("")
+        w("Twinlog (2 shards) / Kafka, same client and workload: produce **%.2fx**, consume **%.2fx**; "
+          "p99 produce latency at %s records/s, Kafka / Twinlog: **%.2fx** (Kafka: scripts/kafka.sh start, "
+          "its defaults but \`num.partitions\` = 8, \`-Xmx1g\` G1)." % (
+              tp["produce"]["mb_per_s"] / kp["produce"]["mb_per_s"],
+              tc["consume"]["mb_per_s"] / kc["consume"]["mb_per_s"], format($LATENCY_RATE, ","),
+              p99(kf) / p99(tf) if p99(tf) else float("nan")))
 else:
     w("\`.venv/bin/python perf/scripts/client_bench.py B --records 500000 --partitions 8\` "
       "(confluent-kafka, one producer, acks=1; twinlog-perf had no produce command at this commit)")
@@ -414,6 +526,15 @@ bcpus = [float(rd("bridge-%d.cpu" % r)) for r in range(1, runs + 1)]
 for b in bridge:
     if b["records"] != records:
         sys.exit("the bridge copied %d records, not %d" % (b["records"], records))
+mm2 = [js("mm2-%d.json" % r) for r in range(1, int("$MM2_RUNS") + 1)] if not "$SKIP_KAFKA" else []
+mm2 = [m for m in mm2 if m]
+for m in mm2:
+    if m.get("error") or m["records"] < records:
+        sys.exit("MirrorMaker 2 did not copy every record: %s" % m)
+msecs = [m["done_s"] for m in mm2]
+mcpus = [float(rd("mm2-%d.cpu" % r)) for r in range(1, len(mm2) + 1)]
+if mm2:
+    rows.append(("MirrorMaker 2 (connect-mirror 4.1.2, dedicated process, 8 tasks), destination with 2 shards", msecs, mcpus))
 rows.append(("bridge (librdkafka), destination with 2 shards", bsecs, bcpus))
 w("| copier | seconds | MB/s | records/s | vs the lower ceiling (%s, %.0f MB/s) | CPU seconds per GB |" % (lower_name, lower))
 w("| --- | ---: | ---: | ---: | ---: | ---: |")
@@ -427,6 +548,21 @@ for name, secs, cpus in rows:
 bmed = med(bsecs)
 ratio = bmed / native[2]
 w("")
+if mm2:
+    mmed = med(msecs)
+    w("MirrorMaker 2: \`scripts/kafka.sh mm2 mm2.properties\` (\`connect-mirror-maker\`, -Xmx1g G1, "
+      "IdentityReplicationPolicy, \`tasks.max\` 8, no heartbeats, checkpoints, ACL or config sync; "
+      "consumer \`fetch.max.bytes\` 50 MiB, \`max.partition.fetch.bytes\` 4 MiB, "
+      "\`max.poll.records\` 10000; producer \`batch.size\` 1 MiB, \`linger.ms\` 10, acks=all, "
+      "idempotent, no compression), timed from its process start (JVM and Connect start-up "
+      "included) until perf/scripts/wait_offsets.py sees every record on the destination; "
+      "the first record arrived after %s s." % ", ".join("%.1f" % m["first_s"] for m in mm2))
+    w("")
+    w("Native (2 shards) / MirrorMaker 2: **%.1fx** in time (%.1fx counting MM2 from its first "
+      "copied record); CPU per GB, MirrorMaker 2 / native: **%.1fx**." % (
+          mmed / native[2], med([m["done_s"] - m["first_s"] for m in mm2]) / native[2],
+          med(mcpus) / cpu[2]))
+    w("")
 w("Native (2 shards) / bridge: **%.1fx** (records/s and MB/s alike; the target is at least 5x). "
   "Native reaches **%.0f%%** of the lower ceiling (%s; the target is at least 70%%). The bridge's own "
   "count of key, value and header bytes: %s MB/s. Native 2 shards / 1 shard: %.2fx. CPU per GB, bridge / native: "

@@ -30,7 +30,36 @@ import org.apache.kafka.common.TopicPartition;
  */
 public final class GroupChecks {
     public static void main(String[] argv) {
-        Check.main("groups", GroupChecks::groups, argv);
+        if (argv.length > 0 && argv[0].equals("consumer-protocol")) {
+            Check.main("consumer-protocol", GroupChecks::consumerProtocol, argv);
+        } else {
+            Check.main("groups", GroupChecks::groups, argv);
+        }
+    }
+
+    /**
+     * The KIP-848 consumer protocol (group.protocol=consumer) is not served: the client
+     * must fail cleanly, telling the user to set group.protocol=classic, as it does with a
+     * Kafka cluster that predates KIP-848.
+     */
+    static void consumerProtocol(Map<String, String> args, Map<String, Object> summary) throws Exception {
+        String bootstrap = Check.need(args, "bootstrap");
+        String topic = Check.need(args, "topic");
+        ProducerChecks.createTopic(bootstrap, topic, 1);
+        Properties p = new Properties();
+        p.put("group.id", topic + "-848");
+        p.put("group.protocol", "consumer");
+        try (KafkaConsumer<String, String> c = ProducerChecks.consumer(bootstrap, p)) {
+            c.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 30000;
+            while (System.currentTimeMillis() < deadline) {
+                c.poll(Duration.ofMillis(200));
+            }
+            throw new AssertionError("group.protocol=consumer worked: if it is supported now, test it fully");
+        } catch (org.apache.kafka.common.errors.UnsupportedVersionException e) {
+            Check.that(e.getMessage().contains("group.protocol=classic"), "the error tells the fix: " + e.getMessage());
+            summary.put("refused_with", "UnsupportedVersionException");
+        }
     }
 
     static final int PARTITIONS = 4;
