@@ -300,7 +300,12 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         | AdminRequest::AlterTopicConfigs {
             validate_only: true,
             ..
+        }
+        | AdminRequest::AlterBrokerConfigs {
+            validate_only: true,
+            ..
         } => return,
+        AdminRequest::AlterBrokerConfigs { .. } => "broker configs changed",
         AdminRequest::CreateTopics { .. } => "topic created",
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",
@@ -817,6 +822,95 @@ mod tests {
         assert_eq!(
             codes(&add(&mut c, &["plain"])),
             vec![code(ResponseError::InconsistentTopicId)]
+        );
+    }
+
+    /// Dynamic broker configs: a cluster-wide `log.retention.ms` reaches topics without
+    /// their own and the shards get the new log config; a per-broker value wins over the
+    /// default; read-only and mistyped configs are refused; all of it survives a reopen.
+    #[test]
+    fn dynamic_broker_configs_set_topic_defaults() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        create(
+            &mut c,
+            vec![
+                topic("plain", 2, &[]),
+                topic("own", 1, &[("retention.ms", "5")]),
+            ],
+        );
+        c.ops.take();
+        let alter = |c: &mut Controller<FakeShards>, broker: &str, k: &str, v: Option<&str>| {
+            results(c.handle(&AdminRequest::AlterBrokerConfigs {
+                broker: broker.into(),
+                configs: vec![(k.into(), v.map(str::to_string))],
+                incremental: true,
+                validate_only: false,
+            }))
+        };
+        assert_eq!(
+            codes(&alter(&mut c, "", "log.retention.ms", Some("3600000"))),
+            vec![0]
+        );
+        let image = cell.load();
+        assert_eq!(
+            image.topic("plain").expect("plain").log_config.retention_ms,
+            3_600_000
+        );
+        assert_eq!(image.topic("own").expect("own").log_config.retention_ms, 5);
+        assert_eq!(
+            image
+                .broker_configs
+                .get("")
+                .and_then(|m| m.get("log.retention.ms"))
+                .map(String::as_str),
+            Some("3600000")
+        );
+        let updated = c.ops.take();
+        assert_eq!(
+            updated.len(),
+            2,
+            "both partitions of `plain`, not `own`: {updated:?}"
+        );
+        assert_eq!(
+            codes(&alter(&mut c, "0", "log.retention.ms", Some("7200000"))),
+            vec![0]
+        );
+        // Kafka cannot change log.retention.hours at runtime (only log.retention.ms).
+        assert_eq!(
+            codes(&alter(&mut c, "0", "log.retention.hours", Some("2"))),
+            vec![code(ResponseError::InvalidRequest)]
+        );
+        assert_eq!(
+            cell.load()
+                .topic("plain")
+                .expect("plain")
+                .log_config
+                .retention_ms,
+            7_200_000,
+            "the broker's own value wins over the cluster default"
+        );
+        assert_eq!(
+            codes(&alter(&mut c, "0", "broker.id", Some("7"))),
+            vec![code(ResponseError::InvalidRequest)]
+        );
+        assert_eq!(
+            codes(&alter(&mut c, "", "log.retention.ms", Some("soon"))),
+            vec![code(ResponseError::InvalidConfig)]
+        );
+        assert_eq!(
+            codes(&alter(&mut c, "", "no.such.config", Some("1"))),
+            vec![code(ResponseError::InvalidConfig)]
+        );
+        drop(c);
+        let (_c, cell) = open(dir.path(), 2);
+        assert_eq!(
+            cell.load()
+                .topic("plain")
+                .expect("plain")
+                .log_config
+                .retention_ms,
+            7_200_000
         );
     }
 

@@ -76,6 +76,25 @@ pub fn effective_log_config(default: &LogConfig, configs: &BTreeMap<String, Stri
     log
 }
 
+/// `default` with the dynamic broker configs among `others` applied: the cluster-wide
+/// default (resource "") first, then `node_id`'s own. A stored value that no longer
+/// applies is logged and skipped.
+fn topic_defaults_with(
+    default: &LogConfig,
+    others: &BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
+    node_id: i32,
+) -> LogConfig {
+    let mut log = default.clone();
+    for name in [String::new(), node_id.to_string()] {
+        if let Some(configs) = others.get(&(ConfigResourceType::Broker, name)) {
+            if let Err(e) = dataplane::log::config::apply_broker_defaults(&mut log, configs) {
+                tracing::warn!(error = %e, "ignoring a stored dynamic broker config");
+            }
+        }
+    }
+    log
+}
+
 /// What the controller needs to know about the node it runs on.
 #[derive(Debug, Clone)]
 pub struct NodeSettings {
@@ -232,7 +251,23 @@ impl ControllerState {
                 )
             })
             .collect();
+        image.broker_configs = self
+            .other_configs
+            .iter()
+            .filter(|((kind, _), _)| *kind == ConfigResourceType::Broker)
+            .map(|((_, name), configs)| (name.clone(), configs.clone()))
+            .collect();
         image
+    }
+
+    /// The defaults every topic's log config starts from: the broker's config file, then
+    /// the dynamic cluster-wide default broker configs, then this broker's own.
+    pub fn topic_defaults(&self) -> LogConfig {
+        topic_defaults_with(
+            &self.settings.default_log_config,
+            &self.other_configs,
+            self.settings.node_id,
+        )
     }
 
     /// Applies one committed record.
@@ -254,7 +289,7 @@ impl ControllerState {
                     id: *id,
                     partitions: Vec::new(),
                     configs: BTreeMap::new(),
-                    log_config: self.settings.default_log_config.clone(),
+                    log_config: self.topic_defaults(),
                     internal: is_internal_topic(name),
                 };
                 self.topics.insert(name.clone(), Arc::new(topic));
@@ -289,7 +324,7 @@ impl ControllerState {
                 name,
                 value,
             } => {
-                let default = self.settings.default_log_config.clone();
+                let default = self.topic_defaults();
                 let topic = self
                     .topics
                     .get_mut(resource_name)
@@ -321,6 +356,16 @@ impl ControllerState {
                             if map.is_empty() {
                                 self.other_configs.remove(&key);
                             }
+                        }
+                    }
+                }
+                if *resource_type == ConfigResourceType::Broker {
+                    // The topic defaults may have changed: every topic follows.
+                    let defaults = self.topic_defaults();
+                    for topic in self.topics.values_mut() {
+                        let log = effective_log_config(&defaults, &topic.configs);
+                        if log != topic.log_config {
+                            Arc::make_mut(topic).log_config = log;
                         }
                     }
                 }
@@ -395,6 +440,12 @@ impl ControllerState {
                 incremental,
                 validate_only,
             } => self.plan_alter_configs(topic, configs, *incremental, *validate_only),
+            AdminRequest::AlterBrokerConfigs {
+                broker,
+                configs,
+                incremental,
+                validate_only,
+            } => self.plan_alter_broker_configs(broker, configs, *incremental, *validate_only),
             AdminRequest::AllocateProducerIds { count } => self.plan_producer_ids(*count),
             AdminRequest::CreateMirror { name, configs } => {
                 self.plan_create_mirror(name, configs, new_topic_id)
@@ -445,8 +496,7 @@ impl ControllerState {
                 Ok(_) if validate_only => AdminResult::ok(&topic.name),
                 Ok((partitions, configs)) => {
                     let id = self.new_topic_id(new_topic_id);
-                    let log_config =
-                        effective_log_config(&self.settings.default_log_config, &configs);
+                    let log_config = effective_log_config(&self.topic_defaults(), &configs);
                     plan.records.push(MetadataRecord::Topic {
                         name: topic.name.clone(),
                         id,
@@ -665,6 +715,117 @@ impl ControllerState {
         plan
     }
 
+    /// Dynamic broker configs, as Kafka's `ConfigAdminManager` checks them: a config of
+    /// Kafka's broker catalog that Kafka can change at runtime, of the right type; topic
+    /// defaults among them (`log.retention.ms`, ...) reach every topic without an
+    /// override of its own.
+    fn plan_alter_broker_configs(
+        &self,
+        broker: &str,
+        configs: &[(String, Option<String>)],
+        incremental: bool,
+        validate_only: bool,
+    ) -> Plan {
+        let fail = |e: ResponseError, msg: String| {
+            Plan::answer(AdminResponse::Results(vec![AdminResult::err(
+                broker,
+                err_code(e),
+                msg,
+            )]))
+        };
+        let key = (ConfigResourceType::Broker, broker.to_string());
+        let current = self.other_configs.get(&key).cloned().unwrap_or_default();
+        let mut target = if incremental {
+            current.clone()
+        } else {
+            BTreeMap::new()
+        };
+        let mut not_dynamic = Vec::new();
+        for (name, value) in configs {
+            let Some(def) = dataplane::kafka_configs::broker_config(name) else {
+                return fail(
+                    ResponseError::InvalidConfig,
+                    format!("Unknown broker config name: {name}"),
+                );
+            };
+            if def.read_only {
+                not_dynamic.push(name.as_str());
+                continue;
+            }
+            match value {
+                Some(v) => {
+                    if let Err(m) = dataplane::kafka_configs::validate(def, v) {
+                        return fail(ResponseError::InvalidConfig, m);
+                    }
+                    target.insert(name.clone(), v.clone());
+                }
+                None => {
+                    target.remove(name);
+                }
+            }
+        }
+        if !not_dynamic.is_empty() {
+            return fail(
+                ResponseError::InvalidRequest,
+                format!(
+                    "Cannot update these configs dynamically: Set({})",
+                    not_dynamic.join(", ")
+                ),
+            );
+        }
+        // The topic defaults they set must make a valid log config.
+        let mut others = self.other_configs.clone();
+        if target.is_empty() {
+            others.remove(&key);
+        } else {
+            others.insert(key, target.clone());
+        }
+        let mut scratch = self.settings.default_log_config.clone();
+        if let Err(m) = dataplane::log::config::apply_broker_defaults(&mut scratch, &target) {
+            return fail(ResponseError::InvalidConfig, m);
+        }
+        let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(broker)]));
+        if validate_only {
+            return plan;
+        }
+        let record = |name: &str, value: Option<String>| MetadataRecord::Config {
+            resource_type: ConfigResourceType::Broker,
+            resource_name: broker.to_string(),
+            name: name.to_string(),
+            value,
+        };
+        for name in current.keys() {
+            if !target.contains_key(name) {
+                plan.records.push(record(name, None));
+            }
+        }
+        for (name, value) in &target {
+            if current.get(name) != Some(value) {
+                plan.records.push(record(name, Some(value.clone())));
+            }
+        }
+        let defaults = topic_defaults_with(
+            &self.settings.default_log_config,
+            &others,
+            self.settings.node_id,
+        );
+        for topic in self.topics.values() {
+            let config = effective_log_config(&defaults, &topic.configs);
+            if config == topic.log_config {
+                continue;
+            }
+            for p in &topic.partitions {
+                plan.actions.push(PartitionAction::UpdateConfig {
+                    result_index: 0,
+                    tp: TopicPartition::new(&topic.name, p.partition),
+                    config: config.clone(),
+                    shard: p.shard,
+                });
+            }
+        }
+        plan
+    }
+
     fn plan_alter_configs(
         &self,
         name: &str,
@@ -748,7 +909,7 @@ impl ControllerState {
         if plan.records.is_empty() {
             return plan;
         }
-        let config = effective_log_config(&self.settings.default_log_config, &target);
+        let config = effective_log_config(&self.topic_defaults(), &target);
         for p in &topic.partitions {
             plan.actions.push(PartitionAction::UpdateConfig {
                 result_index: 0,

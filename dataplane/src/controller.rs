@@ -39,6 +39,14 @@ pub enum AdminRequest {
         incremental: bool,
         validate_only: bool,
     },
+    /// Dynamic broker configs of `broker` ("" = the cluster-wide default, else a node
+    /// id), replaced or changed like a topic's.
+    AlterBrokerConfigs {
+        broker: String,
+        configs: Vec<(String, Option<String>)>,
+        incremental: bool,
+        validate_only: bool,
+    },
     /// A block of producer ids for a shard's InitProducerId answers.
     AllocateProducerIds {
         count: i64,

@@ -46,6 +46,9 @@ pub struct MetadataImage {
     pub topics_by_id: HashMap<uuid::Uuid, String>,
     /// Mirrors by name (a mirror exists exactly while it has configs).
     pub mirrors: BTreeMap<String, Arc<MirrorImage>>,
+    /// Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on BROKER): by
+    /// resource name, "" for the cluster-wide default, else a node id.
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// One mirror: its configs as stored (MIRROR config resources, type 64).
@@ -91,6 +94,7 @@ impl MetadataImage {
             topics: BTreeMap::new(),
             topics_by_id: HashMap::new(),
             mirrors: BTreeMap::new(),
+            broker_configs: BTreeMap::new(),
         }
     }
 

@@ -2,8 +2,9 @@
 //! `AdminRequest::AlterTopicConfigs` each (replace, or change key by key), validated and
 //! applied by the controller. MIRROR resources (type 64) likewise become one
 //! `AdminRequest::AlterMirrorConfigs` each (only SET and DELETE; APPEND and SUBTRACT
-//! are refused). BROKER resources are refused: broker settings come from the
-//! config file only. A resource named twice in one request is refused, as in Kafka.
+//! are refused). BROKER resources (this broker's id, or "" for the cluster-wide default)
+//! become `AdminRequest::AlterBrokerConfigs`: Kafka's dynamic broker configs. A resource
+//! named twice in one request is refused, as in Kafka.
 
 use std::rc::Rc;
 
@@ -30,9 +31,6 @@ pub const OP_SUBTRACT: i8 = 3;
 
 /// Config keys whose Kafka type is a list (APPEND and SUBTRACT apply to them).
 const LIST_CONFIG_NAMES: &[&str] = &["cleanup.policy"];
-
-const BROKER_CONFIGS_MESSAGE: &str =
-    "dynamic broker configs are not supported; edit the config file";
 
 /// The outcome for one resource: error code and message (`None` on success).
 type Outcome = (i16, Option<String>);
@@ -89,15 +87,11 @@ pub fn mirror_incremental_op(
     }
 }
 
-/// The answer for a resource the controller does not handle, or `None` for a topic or
-/// a mirror.
+/// The answer for a resource the controller does not handle, or `None` for a topic, a
+/// broker or a mirror.
 fn refused_outcome(resource_type: i8) -> Option<Outcome> {
     match resource_type {
-        RESOURCE_TOPIC | RESOURCE_MIRROR => None,
-        RESOURCE_BROKER => Some((
-            ResponseError::InvalidRequest.code(),
-            Some(BROKER_CONFIGS_MESSAGE.to_string()),
-        )),
+        RESOURCE_TOPIC | RESOURCE_MIRROR | RESOURCE_BROKER => None,
         other => Some((
             ResponseError::InvalidRequest.code(),
             Some(format!("Unsupported resource type: {other}")),
@@ -105,9 +99,10 @@ fn refused_outcome(resource_type: i8) -> Option<Outcome> {
     }
 }
 
-/// Submits the change of one topic's or mirror's configs (`resource_type` is
-/// RESOURCE_TOPIC or RESOURCE_MIRROR) and returns the controller's answer for it. An
-/// unknown mirror comes back as UNKNOWN_CLUSTER_MIRROR from the controller.
+/// Submits the change of one topic's, broker's or mirror's configs and returns the
+/// controller's answer for it. A broker resource is this broker's id or "" (the
+/// cluster-wide default); an unknown mirror comes back as UNKNOWN_CLUSTER_MIRROR from the
+/// controller.
 async fn alter(
     ctx: &ShardCtx,
     resource_type: i8,
@@ -117,7 +112,25 @@ async fn alter(
     validate_only: bool,
 ) -> Outcome {
     let names = [name.clone()];
-    let request = if resource_type == RESOURCE_MIRROR {
+    if resource_type == RESOURCE_BROKER {
+        let node = ctx.metadata.load().node_id;
+        if !name.is_empty() && name != node.to_string() {
+            return (
+                ResponseError::InvalidRequest.code(),
+                Some(format!(
+                    "Unexpected broker id, expected {node} or empty string, but received {name}"
+                )),
+            );
+        }
+    }
+    let request = if resource_type == RESOURCE_BROKER {
+        AdminRequest::AlterBrokerConfigs {
+            broker: name,
+            configs,
+            incremental,
+            validate_only,
+        }
+    } else if resource_type == RESOURCE_MIRROR {
         AdminRequest::AlterMirrorConfigs {
             name,
             configs,
@@ -354,9 +367,7 @@ mod tests {
     fn broker_and_other_resources_are_refused() {
         assert_eq!(refused_outcome(RESOURCE_TOPIC), None);
         assert_eq!(refused_outcome(RESOURCE_MIRROR), None);
-        let broker = refused_outcome(RESOURCE_BROKER).expect("refused");
-        assert_eq!(broker.0, ResponseError::InvalidRequest.code());
-        assert_eq!(broker.1.as_deref(), Some(BROKER_CONFIGS_MESSAGE));
+        assert!(refused_outcome(RESOURCE_BROKER).is_none());
         assert!(refused_outcome(8).is_some());
     }
 
@@ -401,13 +412,33 @@ mod handler_tests {
     use crate::controller::{AdminResponse, AdminResult};
 
     #[test]
-    fn topics_go_to_the_controller_and_brokers_are_refused() {
+    fn topics_and_this_broker_go_to_the_controller() {
         let (ctx, controller) = ctx(image(), |req| match req {
             AdminRequest::AlterTopicConfigs { topic, .. } => {
                 AdminResponse::Results(vec![AdminResult::ok(topic.as_str())])
             }
+            AdminRequest::AlterBrokerConfigs { broker, .. } => {
+                AdminResponse::Results(vec![AdminResult::ok(broker.as_str())])
+            }
             _ => AdminResponse::Results(Vec::new()),
         });
+        let node = ctx.metadata.load().node_id.to_string();
+        // Another broker's id is refused here; this one's and "" are the controller's.
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            IncResource::default()
+                .with_resource_type(RESOURCE_BROKER)
+                .with_resource_name(str_bytes("9999")),
+            IncResource::default()
+                .with_resource_type(RESOURCE_BROKER)
+                .with_resource_name(str_bytes(node.clone())),
+        ]);
+        let r = futures::executor::block_on(handle_incremental(&ctx, req, 1));
+        assert_eq!(
+            r.responses[0].error_code,
+            ResponseError::InvalidRequest.code()
+        );
+        assert_eq!(r.responses[1].error_code, 0);
+        controller.requests.lock().expect("lock").clear();
         for v in 0..=1 {
             let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
                 IncResource::default()
@@ -418,7 +449,7 @@ mod handler_tests {
                         .with_config_operation(OP_DELETE)
                         .with_value(None)]),
                 IncResource::default()
-                    .with_resource_type(RESOURCE_BROKER)
+                    .with_resource_type(8)
                     .with_resource_name(str_bytes("0")),
             ]);
             let r = futures::executor::block_on(handle_incremental(&ctx, req, v));

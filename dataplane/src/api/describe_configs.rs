@@ -1,8 +1,10 @@
 //! DescribeConfigs (32). TOPIC resources list every topic config with its effective
 //! value and source (set on the topic, from the broker's config file, or Kafka's
-//! default), plus the mirror configs stored with the topic (read-only: only the mirror
-//! RPCs change them). BROKER resources list a read-only set of broker settings; the
-//! broker has no dynamic configs. MIRROR resources (type 64) list a mirror's stored
+//! default, or a dynamic broker config), plus the mirror configs stored with the topic
+//! (read-only: only the mirror RPCs change them). BROKER resources list every broker
+//! config of Kafka's catalog with the dynamic ones over the config file's and Kafka's
+//! defaults; the resource "" lists the cluster-wide dynamic defaults only, as in Kafka.
+//! MIRROR resources (type 64) list a mirror's stored
 //! configs plus the defaults its fetcher uses for keys not set; secrets are never echoed.
 
 use std::rc::Rc;
@@ -234,6 +236,99 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
     out
 }
 
+/// Kafka's `ConfigSource` values of dynamic broker configs.
+const DYNAMIC_BROKER_CONFIG: i8 = 2;
+const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+
+/// The dynamic broker configs that apply to this broker, most specific first: its own
+/// (resource = node id), then the cluster-wide default (resource "").
+fn dynamic_broker_value(image: &MetadataImage, name: &str) -> Vec<Synonym> {
+    let mut out = Vec::new();
+    for (resource, source) in [
+        (image.node_id.to_string(), DYNAMIC_BROKER_CONFIG),
+        (String::new(), DYNAMIC_DEFAULT_BROKER_CONFIG),
+    ] {
+        if let Some(v) = image
+            .broker_configs
+            .get(&resource)
+            .and_then(|m| m.get(name))
+        {
+            out.push(Synonym {
+                name: name.to_string(),
+                value: Some(v.clone()),
+                source,
+            });
+        }
+    }
+    out
+}
+
+/// This broker's configs: the static and default ones with the dynamic ones over them
+/// (value and source from the most specific, all of them first among the synonyms).
+/// Configs Kafka can change at runtime are not read-only.
+fn with_dynamic_broker_configs(mut entries: Vec<Entry>, image: &MetadataImage) -> Vec<Entry> {
+    for e in &mut entries {
+        if let Some(def) = kafka_configs::broker_config(&e.name) {
+            e.read_only = def.read_only;
+        }
+        let mut dynamic = dynamic_broker_value(image, &e.name);
+        if dynamic.is_empty() {
+            continue;
+        }
+        if let Some(first) = dynamic.first() {
+            e.value = first.value.clone().unwrap_or_default();
+            e.source = first.source;
+            e.null = false;
+        }
+        if e.sensitive {
+            dynamic.iter_mut().for_each(|s| s.value = None);
+        }
+        let rest = std::mem::take(&mut e.synonyms);
+        e.synonyms = dynamic;
+        e.synonyms.extend(
+            rest.into_iter()
+                .filter(|s| s.source != DYNAMIC_TOPIC_CONFIG),
+        );
+    }
+    entries
+}
+
+/// The cluster-wide dynamic default broker configs (DescribeConfigs of broker "").
+fn default_broker_entries(image: &MetadataImage) -> Vec<Entry> {
+    let Some(configs) = image.broker_configs.get("") else {
+        return Vec::new();
+    };
+    configs
+        .iter()
+        .map(|(k, v)| {
+            let def = kafka_configs::broker_config(k);
+            let sensitive = def.is_some_and(|d| d.sensitive);
+            Entry {
+                name: k.clone(),
+                value: if sensitive { String::new() } else { v.clone() },
+                source: DYNAMIC_DEFAULT_BROKER_CONFIG,
+                read_only: def.is_none_or(|d| d.read_only),
+                config_type: def.map_or(admin::TYPE_STRING, |d| d.config_type),
+                sensitive,
+                synonyms: vec![Synonym {
+                    name: k.clone(),
+                    value: (!sensitive).then(|| v.clone()),
+                    source: DYNAMIC_DEFAULT_BROKER_CONFIG,
+                }],
+                ..Entry::default()
+            }
+        })
+        .collect()
+}
+
+/// A topic config's default set as a dynamic broker config: (broker config, synonym).
+fn dynamic_topic_default(image: &MetadataImage, topic_config: &str) -> Option<Synonym> {
+    crate::log::config::BROKER_TOPIC_DEFAULTS
+        .iter()
+        .filter(|(_, t, _)| *t == topic_config)
+        .find_map(|(b, _, _)| dynamic_broker_value(image, b).into_iter().next())
+}
+
 /// A topic's configs, or the error for its resource.
 fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (ResponseError, String)> {
     if !valid_topic_name(name) {
@@ -259,14 +354,26 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
                 "" => name,
                 b => b,
             };
-            Entry {
+            let mut e = Entry {
                 name: name.to_string(),
                 value,
                 source,
                 config_type: topic_config_type(name),
                 ..Entry::default()
+            };
+            // Not set on the topic, but as a dynamic broker config: that is its source.
+            let dynamic = (source != DYNAMIC_TOPIC_CONFIG)
+                .then(|| dynamic_topic_default(image, name))
+                .flatten();
+            if let Some(d) = &dynamic {
+                e.source = d.source;
             }
-            .with_synonyms(broker_name, default)
+            let mut e = e.with_synonyms(broker_name, default);
+            if let Some(d) = dynamic {
+                e.synonyms.retain(|s| s.source == DEFAULT_CONFIG);
+                e.synonyms.insert(0, d);
+            }
+            e
         })
         .collect();
     for (k, v) in &topic.configs {
@@ -382,8 +489,13 @@ pub async fn handle(
                 RESOURCE_TOPIC => topic_entries(&image, &name).map_err(|(e, m)| (e.code(), m)),
                 RESOURCE_MIRROR => mirror_entries(&image, &name),
                 RESOURCE_BROKER => {
-                    if name.is_empty() || name == image.node_id.to_string() {
-                        Ok(broker_entries(image.node_id, &ctx.settings))
+                    if name.is_empty() {
+                        Ok(default_broker_entries(&image))
+                    } else if name == image.node_id.to_string() {
+                        Ok(with_dynamic_broker_configs(
+                            broker_entries(image.node_id, &ctx.settings),
+                            &image,
+                        ))
                     } else {
                         Err((
                             ResponseError::InvalidRequest.code(),

@@ -174,6 +174,56 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
     Ok(())
 }
 
+/// The broker configs that set a topic config's default, most specific first within a
+/// topic config (Kafka's synonyms: `log.retention.ms` wins over `.minutes` over
+/// `.hours`), with the factor that turns the broker value into the topic value.
+pub const BROKER_TOPIC_DEFAULTS: &[(&str, &str, i64)] = &[
+    ("log.cleanup.policy", "cleanup.policy", 1),
+    ("compression.type", "compression.type", 1),
+    ("log.flush.interval.messages", "flush.messages", 1),
+    ("log.flush.interval.ms", "flush.ms", 1),
+    ("log.index.interval.bytes", "index.interval.bytes", 1),
+    ("message.max.bytes", "max.message.bytes", 1),
+    ("log.message.timestamp.type", "message.timestamp.type", 1),
+    ("log.retention.bytes", "retention.bytes", 1),
+    ("log.retention.ms", "retention.ms", 1),
+    ("log.retention.minutes", "retention.ms", 60_000),
+    ("log.retention.hours", "retention.ms", 3_600_000),
+    ("log.segment.bytes", "segment.bytes", 1),
+    ("log.roll.ms", "segment.ms", 1),
+    ("log.roll.hours", "segment.ms", 3_600_000),
+];
+
+/// Applies broker configs (dynamic ones, as stored) to the topic defaults `log`: each
+/// topic config takes its most specific broker synonym that is set. Errors name the key.
+pub fn apply_broker_defaults(
+    log: &mut LogConfig,
+    broker: &std::collections::BTreeMap<String, String>,
+) -> Result<(), String> {
+    let mut done: Vec<&str> = Vec::new();
+    for (broker_name, topic_name, factor) in BROKER_TOPIC_DEFAULTS {
+        if done.contains(topic_name) {
+            continue;
+        }
+        let Some(value) = broker.get(*broker_name) else {
+            continue;
+        };
+        let value = if *factor == 1 {
+            value.clone()
+        } else {
+            let v: i64 = parse_int(broker_name, value, "an integer")?;
+            if v < 0 {
+                "-1".to_string()
+            } else {
+                v.saturating_mul(*factor).to_string()
+            }
+        };
+        apply_topic_config(log, topic_name, &value).map_err(|e| format!("{broker_name}: {e}"))?;
+        done.push(topic_name);
+    }
+    Ok(())
+}
+
 /// The current value of every topic config, as DescribeConfigs reports it.
 pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
     let unlimited = |v: u64| {
@@ -246,7 +296,9 @@ mod tests {
         let e = apply_topic_config(&mut log, "segment.bytes", "abc").expect_err("bad");
         assert!(e.contains("segment.bytes"), "{e}");
         assert!(apply_topic_config(&mut log, "segment.bytes", "2147483648").is_err());
-        assert!(apply_topic_config(&mut log, "cleanup.policy", "delete,compact").is_ok());
+        let mut compacted = LogConfig::default();
+        assert!(apply_topic_config(&mut compacted, "cleanup.policy", "delete,compact").is_ok());
+        assert!(compacted.compact);
         assert!(apply_topic_config(&mut log, "retention.hours", "1")
             .expect_err("unknown")
             .contains("Unknown topic config name"));
