@@ -212,8 +212,9 @@ case "$cmd" in
         ;;
     mm2)
         # A long-running copier: full JIT and a heap like Kafka's bin/ scripts give it.
-        exec "$JAVA" -Xms256m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -Djava.awt.headless=true \
-            "-Dlog4j2.configurationFile=$COMPAT/log4j2-server.properties" \
+        # MM2_HEAP: 8 tasks with MB-sized fetches and producer buffers need more than 1 GiB.
+        exec "$JAVA" -Xms512m "-Xmx${MM2_HEAP:-3g}" -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+            -Djava.awt.headless=true "-Dlog4j2.configurationFile=$COMPAT/log4j2-server.properties" \
             -cp "$(classpath)" org.apache.kafka.connect.mirror.MirrorMaker "$@"
         ;;
     *)

@@ -77,6 +77,9 @@ fn origin(path: Option<&Path>) -> String {
 /// broker differs (noted per field).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerConfig {
+    /// Every key the file set, as written (DescribeConfigs reports them as
+    /// STATIC_BROKER_CONFIG).
+    pub file_keys: BTreeMap<String, String>,
     /// `node.id`.
     pub node_id: i32,
     /// `listeners`: where the Kafka listener binds. One PLAINTEXT listener.
@@ -182,6 +185,7 @@ impl Default for BrokerConfig {
             ..LogConfig::default()
         };
         BrokerConfig {
+            file_keys: BTreeMap::new(),
             node_id: 0,
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
             advertised_listen: None,
@@ -307,6 +311,10 @@ impl BrokerConfig {
         }
         let mut config = BrokerConfig::default();
         config.apply_broker_keys(&keys)?;
+        config.file_keys = keys
+            .iter()
+            .map(|(k, v)| (k.clone(), Scalar::from_toml(v).shown()))
+            .collect();
         if let Some(value) = shard_tables {
             config.shards = parse_shards(value)?;
             check_distinct_cores(&config.shards)?;

@@ -216,6 +216,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         num_partitions: config.num_partitions,
         log_retention_check_interval_ms: config.log_retention_check_interval_ms,
         default_log_config: config.log.clone(),
+        static_configs: {
+            let mut c = config.file_keys.clone();
+            c.insert("listeners".into(), format!("PLAINTEXT://{}", config.listen));
+            c.insert(
+                "advertised.listeners".into(),
+                format!("PLAINTEXT://{}", config.advertised()),
+            );
+            c
+        },
     });
     // The group coordinators follow the partition count `__consumer_offsets` already has.
     let offsets_partitions = metadata

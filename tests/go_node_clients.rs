@@ -54,14 +54,7 @@ fn check(broker: &Broker, out: &support::CmdOutput) {
     }
     eprintln!("[harness] ok in {:?}: {}", out.elapsed, out.summary());
     assert!(out.summary().contains("\"ok\":true"), "{}", out.summary());
-    let (_, errors, panicked) = broker.log_problems();
-    assert!(!panicked, "the broker panicked\n{}", broker.log_tail(60));
-    assert_eq!(
-        errors,
-        0,
-        "errors in the broker log\n{}",
-        broker.log_tail(60)
-    );
+    broker.assert_healthy();
 }
 
 fn franz_go(scenario: &str, extra: &[&str]) {

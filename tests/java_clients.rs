@@ -31,18 +31,7 @@ fn scenario(class: &str, name: &str, topic: &str, extra: &[&str], timeout_s: u64
         panic!("{}\n{}", out.describe(), broker.log_tail(60));
     }
     eprintln!("[harness] ok in {:?}: {}", out.elapsed, out.summary());
-    assert_healthy(&broker);
-}
-
-fn assert_healthy(broker: &Broker) {
-    let (_, errors, panicked) = broker.log_problems();
-    assert!(!panicked, "the broker panicked\n{}", broker.log_tail(60));
-    assert_eq!(
-        errors,
-        0,
-        "errors in the broker log\n{}",
-        broker.log_tail(60)
-    );
+    broker.assert_healthy();
 }
 
 #[test]
@@ -143,21 +132,13 @@ fn java_streams_exactly_once_word_count_survives_a_crash() {
         "{}",
         out.summary()
     );
-    assert_healthy(&broker);
+    broker.assert_healthy();
 }
 
 /// The batches stored in one partition's segment files.
 fn stored_batches(broker: &Broker, topic: &str) -> Vec<dataplane::wire::RecordBatch> {
-    let dir = broker.data_dir().join(format!("{topic}-0"));
-    let mut segments: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    segments.sort();
     let mut out = Vec::new();
-    for s in segments {
+    for s in support::segment_files(&broker.data_dir().join(format!("{topic}-0"))) {
         let bytes = bytes::Bytes::from(std::fs::read(&s).expect("read segment"));
         for b in dataplane::wire::BatchIter::new(bytes, 0, true) {
             out.push(b.expect("a valid stored batch"));
@@ -206,5 +187,5 @@ fn java_topic_rules_compaction_keys_log_append_time_compression() {
     );
     let compacted = stored_batches(&broker, "j-rules-compacted");
     assert_eq!(compacted.len(), 2, "the rejected batch is not stored");
-    assert_healthy(&broker);
+    broker.assert_healthy();
 }

@@ -6,8 +6,7 @@
 //! output is compared exactly where it is deterministic.
 //!
 //! Every assertion holds against Kafka too: `TWINLOG_TOOLS_PEER=kafka` runs the same tests
-//! against the shared Kafka broker of `support::kafka` (add `--include-ignored` for the
-//! ignored ones, which document where Twinlog still answers differently).
+//! against the shared Kafka broker of `support::kafka`.
 //!
 //! Run alone: `cargo test -p twinlog --test kafka_tools -- --nocapture`.
 
@@ -268,8 +267,8 @@ fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// `name=value sensitive=B` of each config line of a kafka-configs --describe answer,
-/// and the whole lines, after checking its header line.
+/// The config lines of a kafka-configs --describe answer, after checking its header line:
+/// (`name=value sensitive=B`, the whole line).
 #[track_caller]
 fn config_lines(out: &CmdOutput, header: &str) -> Vec<(String, String)> {
     let all = lines(&out.stdout);
@@ -326,8 +325,9 @@ fn write_file(path: &Path, text: &str) -> String {
 // ---------------------------------------------------------------------------------------
 // kafka-topics
 
-/// The partition lines of `kafka-topics --describe`: (partition, leader, replicas, isr,
-/// the rest of the line), after checking the topic line.
+/// `kafka-topics --describe --topic T`, after checking its topic line and the first
+/// columns of each partition line: the topic id, the Configs column and the rest of each
+/// partition line (the ELR columns).
 #[track_caller]
 fn describe_topic(peer: &Peer, topic: &str, partitions: usize) -> (String, String, Vec<String>) {
     let out = peer.ok("kafka-topics", &["--describe", "--topic", topic]);
@@ -448,7 +448,6 @@ fn topics_create_describe_list_alter_delete() {
 /// Kafka describes partitions with DescribeTopicPartitions (API 75) and prints the
 /// (empty) ELR lists; without it the tool falls back to Metadata and prints N/A.
 #[test]
-#[ignore = "twinlog gap: no DescribeTopicPartitions (API 75), so kafka-topics --describe prints `Elr: N/A\tLastKnownElr: N/A`"]
 fn topics_describe_prints_empty_elr_lists() {
     let Some(peer) = Peer::start("kafka-topics elr") else {
         return;
@@ -708,11 +707,11 @@ fn configs_topic_describe_alter_delete_config() {
     peer.finish();
 }
 
-/// The synonyms Kafka lists: a broker config only where it has a value (retention.ms's
-/// broker synonyms log.retention.{ms,minutes} are null and log.retention.hours is not
-/// listed; flush.ms, segment.ms, remote.storage.enable, ... have none).
+/// The synonyms Kafka lists: the broker config a topic config defaults to, where that
+/// has a value (`compression.type`'s is `compression.type` itself; retention.ms's broker
+/// synonyms log.retention.{ms,minutes} are null and log.retention.hours is not listed;
+/// flush.ms, segment.ms, remote.storage.enable, ... have none).
 #[test]
-#[ignore = "twinlog bug: DescribeConfigs lists a DEFAULT_CONFIG synonym named like the topic config (e.g. `DEFAULT_CONFIG:retention.ms=604800000`, `DEFAULT_CONFIG:flush.ms=...`) where Kafka lists none"]
 fn configs_topic_synonyms_are_kafkas() {
     let Some(peer) = Peer::start("kafka-configs synonyms") else {
         return;
@@ -731,13 +730,54 @@ fn configs_topic_synonyms_are_kafkas() {
     let got: Vec<String> = describe_topic_configs(&peer, &topic, true)
         .into_iter()
         .map(|(_, l)| l)
-        .filter(|l| !l.starts_with("min.insync.replicas="))
         .collect();
-    let want: Vec<String> = expected_topic_configs(&[("retention.ms", "123456")])
-        .into_iter()
-        .filter(|l| !l.starts_with("min.insync.replicas="))
-        .collect();
-    assert_eq!(got, want);
+    let want = expected_topic_configs(&[("retention.ms", "123456")]);
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(&want) {
+        if w.starts_with("min.insync.replicas=") {
+            // Kafka's own broker lists a dynamic cluster default first.
+            assert!(g.ends_with("DEFAULT_CONFIG:min.insync.replicas=1}"), "{g}");
+        } else {
+            assert_eq!(g, w);
+        }
+    }
+    peer.finish();
+}
+
+/// Kafka lists no synonym for a broker config without a value (`synonyms={}`), and
+/// log.flush.interval.ms, log.retention.ms and log.roll.ms are null by default (their
+/// topic configs default to other settings).
+#[test]
+fn configs_broker_defaults_and_synonyms_are_kafkas() {
+    let Some(peer) = Peer::start("kafka-configs broker synonyms") else {
+        return;
+    };
+    let all = describe_broker_configs(&peer, true);
+    let mut wrong = Vec::new();
+    for (head, line) in &all {
+        if head.contains("=null sensitive=") && !line.ends_with(" synonyms={}") {
+            wrong.push(line.clone());
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} null configs with synonyms: {wrong:#?}",
+        wrong.len()
+    );
+    for key in ["log.flush.interval.ms", "log.retention.ms", "log.roll.ms"] {
+        if peer.configured(key).is_none() {
+            assert_eq!(config_value(&all, key).as_deref(), Some("null"), "{key}");
+        }
+    }
+    let id = peer.node_id;
+    let broker_id = all
+        .iter()
+        .find(|(h, _)| h.starts_with("broker.id="))
+        .map(|(_, l)| l.as_str());
+    assert_eq!(
+        broker_id,
+        Some(format!("broker.id={id} sensitive=false synonyms={{STATIC_BROKER_CONFIG:broker.id={id}, DEFAULT_CONFIG:broker.id=-1}}").as_str())
+    );
     peer.finish();
 }
 
@@ -826,7 +866,6 @@ fn configs_broker_describe_all() {
 
 /// The broker configs the broker was started with, as DescribeConfigs reports them.
 #[test]
-#[ignore = "twinlog bug: DescribeConfigs(BROKER) reports Kafka's defaults for configs set in the config file (offsets.topic.num.partitions=50, transaction.state.log.num.partitions=50, group.initial.rebalance.delay.ms=3000, listeners=PLAINTEXT://:9092, advertised.listeners=null)"]
 fn configs_broker_describe_reports_configured_values() {
     let Some(peer) = Peer::start("kafka-configs broker values") else {
         return;
@@ -853,11 +892,8 @@ fn configs_broker_describe_reports_configured_values() {
     peer.finish();
 }
 
-/// Kafka changes a broker config at run time (DYNAMIC_BROKER_CONFIG). Twinlog refuses:
-/// `InvalidRequestException: dynamic broker configs are not supported; edit the config
-/// file`, exit status 1.
+/// A broker config changed at run time (DYNAMIC_BROKER_CONFIG), described, and removed.
 #[test]
-#[ignore = "twinlog gap: no dynamic broker configs (IncrementalAlterConfigs on a BROKER resource fails with InvalidRequestException)"]
 fn configs_broker_alter_dynamic_config() {
     let Some(peer) = Peer::start("kafka-configs broker alter") else {
         return;
@@ -1362,7 +1398,6 @@ fn consumer_groups_list_describe_reset_delete() {
 /// exist; Twinlog supports v0-v5, where the group is Dead without an error, and the tool
 /// prints `Error: Consumer group 'G' does not exist.`
 #[test]
-#[ignore = "twinlog gap: DescribeGroups v6 (GROUP_ID_NOT_FOUND for an unknown group) is not supported"]
 fn consumer_groups_describe_unknown_group_is_group_id_not_found() {
     let Some(peer) = Peer::start("kafka-consumer-groups unknown") else {
         return;
@@ -1677,7 +1712,6 @@ fn get_offsets_and_delete_records() {
 
 /// `--time -4` (earliest-local, KIP-1005) needs ListOffsets v9.
 #[test]
-#[ignore = "twinlog gap: ListOffsets v9+ (EARLIEST_LOCAL_TIMESTAMP, --time -4) is not supported: `UNSUPPORTED_VERSION`"]
 fn get_offsets_earliest_local() {
     let Some(peer) = Peer::start("kafka-get-offsets -4") else {
         return;
@@ -1873,7 +1907,7 @@ fn transactions_list_describe_describe_producers() {
     let topic = peer.name("tools-txn");
     let txn_id = format!("{topic}-txn");
     peer.ok("kafka-topics", &["--create", "--topic", &topic]);
-    // One transaction of 100 records at 10 records/s: open for about 10 s.
+    // One transaction of 200 records at 10 records/s: open for about 20 s.
     let props = format!("bootstrap.servers={}", peer.bootstrap);
     let producer = peer.spawn(
         "kafka-producer-perf-test",
@@ -1881,7 +1915,7 @@ fn transactions_list_describe_describe_producers() {
             "--topic",
             &topic,
             "--num-records",
-            "100",
+            "200",
             "--record-size",
             "50",
             "--throughput",
@@ -1934,7 +1968,7 @@ fn transactions_list_describe_describe_producers() {
     );
 
     let stdout = producer.wait_ok(&peer);
-    assert!(stdout.contains("100 records sent, "), "{stdout}");
+    assert!(stdout.contains("200 records sent, "), "{stdout}");
     let row = describe_transaction(&peer, &txn_id);
     assert_eq!(row[2], producer_id);
     assert_eq!(row[4], "CompleteCommit");
@@ -1943,8 +1977,8 @@ fn transactions_list_describe_describe_producers() {
     assert_eq!(producers.len(), 1, "{producers:?}");
     assert_eq!(producers[0][0], producer_id);
     assert_eq!(producers[0][5], "None", "{producers:?}");
-    // 100 records and the commit marker.
-    assert_eq!(get_offsets(&peer, &topic, None), vec![(0, 101)]);
+    // 200 records and the commit marker.
+    assert_eq!(get_offsets(&peer, &topic, None), vec![(0, 201)]);
 
     let pattern = format!("{topic}-.*");
     let out = peer.ok(

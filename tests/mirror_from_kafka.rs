@@ -12,26 +12,13 @@
 mod mirror_support;
 mod support;
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mirror_support::*;
 use support::kafka::{expect_ok, missing_kafka, run_java, run_tool, shared_kafka};
-use support::{skip_if, Broker};
+use support::{segment_files, skip_if, Broker};
 
 const CONFIG: &str = "\"num.partitions\" = 1\n\"offsets.topic.num.partitions\" = 4\n\"transaction.state.log.num.partitions\" = 4\n\"mirror.state.topic.num.partitions\" = 3\n\"group.initial.rebalance.delay.ms\" = 0\n";
-
-/// The segment files (`.log`) of one partition directory, in offset order.
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    out.sort();
-    out
-}
 
 /// The topic configs `kafka-configs --describe` lists as set on `topic`.
 fn dynamic_configs(bootstrap: &str, topic: &str) -> String {
@@ -129,7 +116,7 @@ fn mirror_from_apache_kafka_is_byte_identical_and_fails_over() {
         }
         let kafka_dir = kafka.dir.join("data").join(format!("{topic}-{p}"));
         let our_dir = dest.data_dir().join(format!("{topic}-{p}"));
-        let (k, o) = (segments(&kafka_dir), segments(&our_dir));
+        let (k, o) = (segment_files(&kafka_dir), segment_files(&our_dir));
         assert_eq!(k.len(), o.len(), "{topic}-{p}: segment count");
         for (ks, os) in k.iter().zip(&o) {
             assert_eq!(ks.file_name(), os.file_name());
@@ -208,7 +195,5 @@ fn mirror_from_apache_kafka_is_byte_identical_and_fails_over() {
         Duration::from_secs(90),
     );
     expect_ok(&out, "produce after failover");
-    let (_, errors, panicked) = dest.log_problems();
-    assert!(!panicked, "{}", dest.log_tail(60));
-    assert_eq!(errors, 0, "{}", dest.log_tail(60));
+    dest.assert_healthy();
 }

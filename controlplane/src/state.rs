@@ -76,6 +76,40 @@ pub fn effective_log_config(default: &LogConfig, configs: &BTreeMap<String, Stri
     log
 }
 
+/// The records that turn `current` (one resource's stored configs) into `target`:
+/// deletions of keys `target` lacks, then every new or changed value.
+fn config_change_records(
+    resource_type: ConfigResourceType,
+    resource_name: &str,
+    current: &BTreeMap<String, String>,
+    target: &BTreeMap<String, String>,
+) -> Vec<MetadataRecord> {
+    let record = |name: &str, value: Option<String>| MetadataRecord::Config {
+        resource_type,
+        resource_name: resource_name.to_string(),
+        name: name.to_string(),
+        value,
+    };
+    let deleted = current
+        .keys()
+        .filter(|k| !target.contains_key(*k))
+        .map(|k| record(k, None));
+    let set = target
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| record(k, Some(v.clone())));
+    deleted.chain(set).collect()
+}
+
+/// A plan that only answers `name` with an error.
+fn refused(name: &str, e: ResponseError, message: String) -> Plan {
+    Plan::answer(AdminResponse::Results(vec![AdminResult::err(
+        name,
+        err_code(e),
+        message,
+    )]))
+}
+
 /// `default` with the dynamic broker configs among `others` applied: the cluster-wide
 /// default (resource "") first, then `node_id`'s own. A stored value that no longer
 /// applies is logged and skipped.
@@ -667,13 +701,13 @@ impl ControllerState {
                 if count == current {
                     fail(
                         ResponseError::InvalidPartitions,
-                        format!("Topic already has {current} partitions."),
+                        format!("Topic already has {current} partition(s)."),
                     )
                 } else if count < current {
                     fail(
                         ResponseError::InvalidPartitions,
                         format!(
-                            "Topic currently has {current} partitions, which is higher than the requested {count}."
+                            "The topic {name} currently has {current} partition(s); {count} would not be an increase."
                         ),
                     )
                 } else if count > TOPIC_PARTITIONS_MAX {
@@ -726,13 +760,7 @@ impl ControllerState {
         incremental: bool,
         validate_only: bool,
     ) -> Plan {
-        let fail = |e: ResponseError, msg: String| {
-            Plan::answer(AdminResponse::Results(vec![AdminResult::err(
-                broker,
-                err_code(e),
-                msg,
-            )]))
-        };
+        let fail = |e: ResponseError, msg: String| refused(broker, e, msg);
         let key = (ConfigResourceType::Broker, broker.to_string());
         let current = self.other_configs.get(&key).cloned().unwrap_or_default();
         let mut target = if incremental {
@@ -788,22 +816,7 @@ impl ControllerState {
         if validate_only {
             return plan;
         }
-        let record = |name: &str, value: Option<String>| MetadataRecord::Config {
-            resource_type: ConfigResourceType::Broker,
-            resource_name: broker.to_string(),
-            name: name.to_string(),
-            value,
-        };
-        for name in current.keys() {
-            if !target.contains_key(name) {
-                plan.records.push(record(name, None));
-            }
-        }
-        for (name, value) in &target {
-            if current.get(name) != Some(value) {
-                plan.records.push(record(name, Some(value.clone())));
-            }
-        }
+        plan.records = config_change_records(ConfigResourceType::Broker, broker, &current, &target);
         let defaults = topic_defaults_with(
             &self.settings.default_log_config,
             &others,
@@ -833,13 +846,7 @@ impl ControllerState {
         incremental: bool,
         validate_only: bool,
     ) -> Plan {
-        let fail = |e: ResponseError, msg: String| {
-            Plan::answer(AdminResponse::Results(vec![AdminResult::err(
-                name,
-                err_code(e),
-                msg,
-            )]))
-        };
+        let fail = |e: ResponseError, msg: String| refused(name, e, msg);
         let Some(topic) = self.topics.get(name) else {
             return fail(
                 ResponseError::UnknownTopicOrPartition,
@@ -890,22 +897,8 @@ impl ControllerState {
         if validate_only {
             return plan;
         }
-        let record = |key: &str, value: Option<String>| MetadataRecord::Config {
-            resource_type: ConfigResourceType::Topic,
-            resource_name: name.to_string(),
-            name: key.to_string(),
-            value,
-        };
-        for key in topic.configs.keys() {
-            if !target.contains_key(key) {
-                plan.records.push(record(key, None));
-            }
-        }
-        for (key, value) in &target {
-            if topic.configs.get(key) != Some(value) {
-                plan.records.push(record(key, Some(value.clone())));
-            }
-        }
+        plan.records =
+            config_change_records(ConfigResourceType::Topic, name, &topic.configs, &target);
         if plan.records.is_empty() {
             return plan;
         }

@@ -313,13 +313,13 @@ sync.topic.acls.enabled = false
 sync.topic.configs.enabled = false
 tasks.max = 8
 offset.flush.interval.ms = 10000
-A.consumer.fetch.max.bytes = 52428800
+A.consumer.fetch.max.bytes = 16777216
 A.consumer.max.partition.fetch.bytes = 4194304
 A.consumer.max.poll.records = 10000
 A.consumer.fetch.max.wait.ms = 100
 B.producer.batch.size = 1048576
 B.producer.linger.ms = 10
-B.producer.buffer.memory = 268435456
+B.producer.buffer.memory = 67108864
 B.producer.max.request.size = 10485760
 B.producer.compression.type = none
 MM2
@@ -550,10 +550,10 @@ ratio = bmed / native[2]
 w("")
 if mm2:
     mmed = med(msecs)
-    w("MirrorMaker 2: \`scripts/kafka.sh mm2 mm2.properties\` (\`connect-mirror-maker\`, -Xmx1g G1, "
+    w("MirrorMaker 2: \`scripts/kafka.sh mm2 mm2.properties\` (\`connect-mirror-maker\`, -Xmx3g G1, "
       "IdentityReplicationPolicy, \`tasks.max\` 8, no heartbeats, checkpoints, ACL or config sync; "
-      "consumer \`fetch.max.bytes\` 50 MiB, \`max.partition.fetch.bytes\` 4 MiB, "
-      "\`max.poll.records\` 10000; producer \`batch.size\` 1 MiB, \`linger.ms\` 10, acks=all, "
+      "consumer \`fetch.max.bytes\` 16 MiB, \`max.partition.fetch.bytes\` 4 MiB, "
+      "\`max.poll.records\` 10000; producer \`batch.size\` 1 MiB, \`linger.ms\` 10, \`buffer.memory\` 64 MiB, acks=all, "
       "idempotent, no compression), timed from its process start (JVM and Connect start-up "
       "included) until perf/scripts/wait_offsets.py sees every record on the destination; "
       "the first record arrived after %s s." % ", ".join("%.1f" % m["first_s"] for m in mm2))

@@ -13,7 +13,8 @@ import org.apache.kafka.common.config.ConfigResource;
 /**
  * Prints the topic and broker configs a fresh broker describes, one per line:
  * `topic|broker NAME TYPE READ_ONLY SENSITIVE DEFAULT SYNONYMS` (tab-separated; SYNONYMS is
- * the comma-separated synonym names below the config itself). Run against Apache Kafka
+ * the comma-separated synonym names Kafka lists: for a topic config of a fresh topic, the
+ * broker configs it falls back to; for a broker config, those other than itself). Run against Apache Kafka
  * it regenerates dataplane/src/api/kafka_configs.tsv; run against Twinlog, the Rust test
  * compares the two lists.
  *
@@ -47,8 +48,11 @@ public final class ConfigDump {
                     .filter(s -> s.source() == ConfigEntry.ConfigSource.DEFAULT_CONFIG)
                     .map(s -> s.value() == null ? "" : s.value()).findFirst()
                     .orElse(e.source() == ConfigEntry.ConfigSource.DEFAULT_CONFIG && e.value() != null ? e.value() : "\\N");
+            // A topic config's synonyms are the broker configs it falls back to (some share
+            // its name, e.g. compression.type); a broker config's, the others than itself.
             String syn = e.synonyms().stream().map(ConfigEntry.ConfigSynonym::name)
-                    .filter(n -> !n.equals(e.name())).distinct().collect(Collectors.joining(","));
+                    .filter(n -> kind.equals("topic") || !n.equals(e.name())).distinct()
+                    .collect(Collectors.joining(","));
             System.out.println(String.join("\t", kind, e.name(), e.type().toString(),
                     Boolean.toString(e.isReadOnly()), Boolean.toString(e.isSensitive()),
                     dflt.replace("\t", " ").replace("\n", " "), syn));

@@ -289,6 +289,8 @@ public final class ProducerChecks {
                     p.send(new ProducerRecord<>(topic, 1, r.key(), "aborted"));
                 }
                 p.sendOffsetsToTransaction(Map.of(itp, new OffsetAndMetadata(50)), meta);
+                // Sent first, so that the aborted records are in the log.
+                p.flush();
                 p.abortTransaction();
             }
         }

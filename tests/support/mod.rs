@@ -352,6 +352,28 @@ impl Broker {
     }
 }
 
+impl Broker {
+    /// Panics (with the log's tail) when the broker panicked or logged an ERROR line.
+    #[track_caller]
+    pub fn assert_healthy(&self) {
+        let (_, errors, panicked) = self.log_problems();
+        assert!(!panicked, "the broker panicked\n{}", self.log_tail(60));
+        assert_eq!(errors, 0, "errors in the broker log\n{}", self.log_tail(60));
+    }
+}
+
+/// The segment files (`.log`) of one partition directory, in offset order.
+pub fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    out.sort();
+    out
+}
+
 /// A line of a Rust panic or allocation-failure abort.
 fn is_crash_line(l: &str) -> bool {
     l.contains("panicked at") || l.starts_with("memory allocation of")

@@ -1634,6 +1634,7 @@ mod tests {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            static_configs: Default::default(),
         });
         let mut ctxs = Vec::new();
         for (id, queue) in queues.into_iter().enumerate() {

@@ -134,103 +134,134 @@ fn broker_synonym(topic_config: &str) -> &'static str {
     }
 }
 
-/// The broker's settings as read-only configs. Values equal to Kafka's default are
-/// reported as DEFAULT_CONFIG, the rest as STATIC_BROKER_CONFIG (the config file).
+/// Broker configs whose Kafka default is none but that a Twinlog broker always has (Kafka
+/// requires them in its config file): reported with their value, never as null.
+const ALWAYS_SET: &[&str] = &[
+    "node.id",
+    "broker.id",
+    "log.dirs",
+    "listeners",
+    "advertised.listeners",
+];
+
+/// The broker's static configs: every config of Kafka's catalog, with the value this
+/// broker runs with. A key of the config file (or the listeners) is STATIC_BROKER_CONFIG;
+/// a setting Twinlog chose where Kafka has a default is STATIC_BROKER_CONFIG when it
+/// differs from Kafka's; otherwise Kafka's default (null where Kafka has none, as Kafka
+/// shows `log.retention.ms` when only `log.retention.hours` applies).
 fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
-    let entry = |name: &str, value: String, kafka_default: Option<&str>, config_type: i8| {
-        Entry {
+    let entry = |name: &str, value: String, config_type: i8| {
+        let def = kafka_configs::broker_config(name);
+        let kafka_default = def.and_then(|d| d.default);
+        let configured = settings.static_configs.get(name);
+        let (value, null, source) = match configured {
+            Some(v) => (v.clone(), false, STATIC_BROKER_CONFIG),
+            None if kafka_default == Some(value.as_str()) => (value, false, DEFAULT_CONFIG),
+            None if def.is_some() && kafka_default.is_none() && !ALWAYS_SET.contains(&name) => {
+                (String::new(), true, DEFAULT_CONFIG)
+            }
+            None => (value, false, STATIC_BROKER_CONFIG),
+        };
+        let e = Entry {
             name: name.to_string(),
-            source: if kafka_default == Some(value.as_str()) {
-                DEFAULT_CONFIG
-            } else {
-                STATIC_BROKER_CONFIG
-            },
             value,
+            null,
+            source,
             read_only: true,
-            config_type,
+            config_type: def.map_or(config_type, |d| d.config_type),
+            sensitive: def.is_some_and(|d| d.sensitive),
             ..Entry::default()
+        };
+        let e = if e.null {
+            e
+        } else {
+            e.with_synonyms(name, None)
+        };
+        // Kafka lists the DEFAULT_CONFIG synonym only where it has a default.
+        let mut e = e;
+        if let Some(d) = kafka_default {
+            e.synonyms.push(Synonym {
+                name: name.to_string(),
+                value: (!e.sensitive).then(|| d.to_string()),
+                source: DEFAULT_CONFIG,
+            });
         }
-        .with_synonyms(name, Some((name, kafka_default)))
+        e
     };
     let log = &settings.default_log_config;
-    let mut out = vec![
-        entry("node.id", node_id.to_string(), None, TYPE_INT),
-        entry("broker.id", node_id.to_string(), None, TYPE_INT),
-        entry(
+    // What this single-node broker runs with where its value is its own.
+    let mut own: Vec<(&str, String, i8)> = vec![
+        ("node.id", node_id.to_string(), TYPE_INT),
+        ("broker.id", node_id.to_string(), TYPE_INT),
+        (
             "log.dirs",
             settings.data_dir.display().to_string(),
-            None,
             admin::TYPE_STRING,
         ),
-        entry(
+        (
             "num.partitions",
             settings.num_partitions.to_string(),
-            Some("1"),
             TYPE_INT,
         ),
-        entry(
-            "default.replication.factor",
+        ("default.replication.factor", "1".into(), TYPE_INT),
+        (
+            "offsets.topic.replication.factor",
             "1".into(),
-            Some("1"),
-            TYPE_INT,
+            admin::TYPE_STRING,
         ),
-        entry(
+        (
+            "transaction.state.log.replication.factor",
+            "1".into(),
+            admin::TYPE_STRING,
+        ),
+        ("transaction.state.log.min.isr", "1".into(), TYPE_INT),
+        (
             "auto.create.topics.enable",
             settings.auto_create_topics_enable.to_string(),
-            Some("true"),
             TYPE_BOOLEAN,
         ),
-        entry(
+        (
             "socket.request.max.bytes",
             settings.socket_request_max_bytes.to_string(),
-            Some("104857600"),
             TYPE_INT,
         ),
-        entry(
+        (
             "log.retention.check.interval.ms",
             settings.log_retention_check_interval_ms.to_string(),
-            Some("300000"),
             TYPE_LONG,
         ),
-        entry(
+        (
             "producer.id.expiration.ms",
             log.producer_id_expiration_ms.to_string(),
-            Some("86400000"),
             TYPE_INT,
         ),
     ];
     for (name, value) in describe_topic_config(log) {
         let broker_name = broker_synonym(name);
-        if broker_name.is_empty() {
-            continue;
+        if !broker_name.is_empty() {
+            own.push((broker_name, value, topic_config_type(broker_name)));
         }
-        let kafka_default = admin::kafka_default_topic_value(name);
-        out.push(entry(
-            broker_name,
-            value,
-            kafka_default.as_deref(),
-            topic_config_type(broker_name),
-        ));
     }
-    // The rest of Kafka's broker configs, at Kafka's defaults. Twinlog has no dynamic
-    // broker configs: all are read-only here.
+    let mut out: Vec<Entry> = own
+        .into_iter()
+        .map(|(name, value, config_type)| entry(name, value, config_type))
+        .collect();
+    // The rest of Kafka's broker configs: from the config file, or at Kafka's default.
     for def in kafka_configs::broker_configs() {
         if out.iter().any(|e| e.name == def.name) {
             continue;
         }
-        out.push(
-            Entry {
-                name: def.name.to_string(),
-                value: def.default.unwrap_or_default().to_string(),
-                null: def.default.is_none(),
-                source: DEFAULT_CONFIG,
-                read_only: true,
-                config_type: def.config_type,
-                sensitive: def.sensitive,
-                synonyms: Vec::new(),
-            }
-            .with_synonyms(def.name, Some((def.name, def.default))),
-        );
+        out.push(entry(
+            def.name,
+            def.default.unwrap_or_default().to_string(),
+            def.config_type,
+        ));
+    }
+    // Twinlog's own keys of the config file (not Kafka's), as written.
+    for (k, v) in &settings.static_configs {
+        if !out.iter().any(|e| &e.name == k) {
+            out.push(entry(k, v.clone(), admin::TYPE_STRING));
+        }
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
@@ -741,6 +772,7 @@ mod tests {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            static_configs: Default::default(),
         };
         let entries = broker_entries(3, &settings);
         assert!(entries.iter().all(|e| e.read_only));

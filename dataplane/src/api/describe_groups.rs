@@ -1,4 +1,5 @@
-//! DescribeGroups (15), v0-v5.
+//! DescribeGroups (15), v0-v6. From v6 an unknown (Dead) group is GROUP_ID_NOT_FOUND
+//! with a message, as in Kafka 4; older versions describe it as Dead.
 
 use std::rc::Rc;
 
@@ -12,7 +13,7 @@ use crate::shard::ShardCtx;
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
     request: DescribeGroupsRequest,
-    _version: i16,
+    version: i16,
 ) -> DescribeGroupsResponse {
     let mut groups = Vec::with_capacity(request.groups.len());
     for g in request.groups {
@@ -53,6 +54,19 @@ pub async fn handle(
             Err(code) => DescribedGroup::default()
                 .with_error_code(code)
                 .with_group_id(GroupId(str_bytes(id))),
+        };
+        let described = if version >= 6
+            && described.error_code == 0
+            && described.group_state.as_str() == "Dead"
+        {
+            let id = described.group_id.0.to_string();
+            DescribedGroup::default()
+                .with_error_code(kafka_protocol::ResponseError::GroupIdNotFound.code())
+                .with_error_message(Some(str_bytes(format!("Group {id} not found."))))
+                .with_group_id(described.group_id)
+                .with_group_state(str_bytes("Dead"))
+        } else {
+            described
         };
         groups.push(described);
     }

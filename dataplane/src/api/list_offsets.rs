@@ -1,5 +1,7 @@
-//! ListOffsets (2): latest (-1: high watermark, or LSO for read_committed), earliest
-//! (-2: log start), max timestamp (-3), or the first offset at or after a timestamp.
+//! ListOffsets (2), v1-v10: latest (-1: high watermark, or LSO for read_committed),
+//! earliest (-2: log start), max timestamp (-3), earliest local (-4: the log start, there
+//! being no tiered storage), latest tiered (-5: none), or the first offset at or after a
+//! timestamp. v10's timeout only matters with tiered storage.
 
 use std::rc::Rc;
 
@@ -16,6 +18,10 @@ use crate::types::{Offset, TopicPartition};
 pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
+/// KIP-1005 (v9): the first offset in local storage; without tiered storage, the log start.
+pub const EARLIEST_LOCAL: i64 = -4;
+/// KIP-1005 (v9): the last offset in tiered storage; none without it (-1, as Kafka answers).
+pub const LATEST_TIERED: i64 = -5;
 
 /// (error code, timestamp, offset, leader epoch) for one partition, on its owner.
 pub async fn lookup_on_owner(
@@ -40,7 +46,8 @@ pub async fn lookup_on_owner(
             };
             (0, -1, o.0, log.latest_epoch().map_or(-1, |e| e.0))
         }
-        EARLIEST => {
+        LATEST_TIERED => (0, -1, -1, -1),
+        EARLIEST | EARLIEST_LOCAL => {
             let o = log.log_start_offset();
             (0, -1, o.0, epoch_of(o))
         }

@@ -74,11 +74,16 @@ pub const TOPIC_CONFIG_NAMES: &[&str] = &[
     "segment.ms",
 ];
 
-fn parse_int<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T, String> {
-    value
-        .trim()
-        .parse::<T>()
-        .map_err(|_| format!("config `{name}`: expected {what}, got {value:?}"))
+/// Parses an integer config; the error is Kafka's (`ConfigDef.parseType`). `_what`
+/// says what is expected, for the reader of the call.
+fn parse_int<T: std::str::FromStr>(name: &str, value: &str, _what: &str) -> Result<T, String> {
+    value.trim().parse::<T>().map_err(|_| {
+        let ty = match kafka_configs::topic_config(name).map(|d| d.config_type) {
+            Some(kafka_configs::types::INT) => "INT",
+            _ => "LONG",
+        };
+        format!("Invalid value {value} for configuration {name}: Not a number of type {ty}")
+    })
 }
 
 /// Applies one topic config to a log config. Errors name the key and say what was

@@ -122,6 +122,9 @@ pub struct ShardSettings {
     pub num_partitions: i32,
     pub log_retention_check_interval_ms: u64,
     pub default_log_config: LogConfig,
+    /// The broker configs this broker was started with (the config file's keys and the
+    /// listeners), by Kafka name, as DescribeConfigs reports them.
+    pub static_configs: std::collections::BTreeMap<String, String>,
 }
 
 /// A partition owned by this shard. The async lock lets reads run together and
