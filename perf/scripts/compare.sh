@@ -488,7 +488,7 @@ else:
             s, "" if s == 1 else "s", r["produce_mb_s"], format(r["produce_rec_s"], ","), r["consume_mb_s"],
             format(r["consume_rec_s"], ","), r["latency_p50_ms"], r["latency_p99_ms"], r["latency_max_ms"]))
 w("")
-w("### Mirroring catch-up: native vs a MirrorMaker-style bridge")
+w("### Mirroring catch-up: native vs MirrorMaker 2 and a MirrorMaker-style bridge")
 w("")
 fill = span("fill.time")
 w("Source: one 2-shard broker, topic \`bench\` with 8 partitions filled with %s records of 1 KiB "
