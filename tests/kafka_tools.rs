@@ -2042,3 +2042,43 @@ fn transactions_list_describe_describe_producers() {
     }
     peer.finish();
 }
+
+/// kafka-log-dirs (DescribeLogDirs): one log directory with every partition of the topic
+/// and a size that grows with what was written to it.
+#[test]
+fn log_dirs_describe() {
+    let Some(peer) = Peer::start("kafka-log-dirs") else {
+        return;
+    };
+    let topic = peer.name("tools-logdirs");
+    peer.ok(
+        "kafka-topics",
+        &["--create", "--topic", &topic, "--partitions", "2"],
+    );
+    produce_lines(&peer, &topic, 0, 50);
+    let out = peer.ok("kafka-log-dirs", &["--describe", "--topic-list", &topic]);
+    let json = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line\n{}", out.describe()));
+    assert!(json.contains("\"logDirs\":[{"), "{json}");
+    assert!(json.contains("\"error\":null"), "{json}");
+    for p in 0..2 {
+        assert!(
+            json.contains(&format!("\"partition\":\"{topic}-{p}\"")),
+            "{topic}-{p} missing: {json}"
+        );
+    }
+    let sizes: Vec<i64> = json
+        .split("\"size\":")
+        .skip(1)
+        .filter_map(|s| s.split(',').next()?.parse().ok())
+        .collect();
+    assert_eq!(sizes.len(), 2, "{json}");
+    assert!(
+        sizes.iter().sum::<i64>() > 50 * 10,
+        "50 records are in the sizes: {json}"
+    );
+    peer.finish();
+}

@@ -16,6 +16,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
@@ -83,6 +84,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::DescribeLogDirs, 1, 4),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -188,6 +190,9 @@ pub async fn handle(
         }
         RequestKind::DescribeTransactions(r) => {
             ResponseKind::DescribeTransactions(describe_transactions::handle(ctx, r).await)
+        }
+        RequestKind::DescribeLogDirs(r) => {
+            ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, r, version).await)
         }
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r))

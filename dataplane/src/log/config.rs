@@ -86,19 +86,22 @@ fn parse_int<T: std::str::FromStr>(name: &str, value: &str, _what: &str) -> Resu
     })
 }
 
+/// Kafka's message for a value below a config's minimum (`ConfigDef.Range.atLeast`).
+fn at_least(name: &str, value: &str, min: i64) -> String {
+    format!("Invalid value {value} for configuration {name}: Value must be at least {min}")
+}
+
 /// Applies one topic config to a log config. Errors name the key and say what was
 /// expected. Names that do not change the log (cleanup.policy, compression.type, ...) are
 /// validated only.
 pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Result<(), String> {
     match name {
         "segment.bytes" => {
-            let v: u64 = parse_int(name, value, "an integer from 14 to 2147483647")?;
-            if !(14..=i32::MAX as u64).contains(&v) {
-                return Err(format!(
-                    "config `{name}`: expected an integer from 14 to 2147483647, got {value:?}"
-                ));
+            let v: i32 = parse_int(name, value, "an integer from 14 to 2147483647")?;
+            if v < 14 {
+                return Err(at_least(name, value, 14));
             }
-            log.segment_bytes = v;
+            log.segment_bytes = v as u64;
         }
         "segment.ms" => {
             log.segment_ms = parse_int::<i64>(name, value, "a positive integer")?.max(1)
@@ -127,13 +130,11 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             };
         }
         "max.message.bytes" => {
-            let v: usize = parse_int(name, value, "an integer from 0 to 2147483647")?;
-            if v > i32::MAX as usize {
-                return Err(format!(
-                    "config `{name}`: expected an integer from 0 to 2147483647, got {value:?}"
-                ));
+            let v: i32 = parse_int(name, value, "an integer from 0 to 2147483647")?;
+            if v < 0 {
+                return Err(at_least(name, value, 0));
             }
-            log.max_message_bytes = v;
+            log.max_message_bytes = v as usize;
         }
         "cleanup.policy" => {
             let mut compact = false;
