@@ -144,10 +144,24 @@ echo "Kafka serving on $TWINLOG_TEST_KAFKA"
 step "cargo test --doc"
 cargo test --workspace --doc
 
+# The suite's output is kept so that its totals close the run in one plain line (cargo
+# itself closes on the doc-tests of the last crate, which are often 0).
+SUITE_LOG="$(mktemp -t twinlog-suite-XXXXXX.log)"
+set +e
 if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run"
-    cargo nextest run --workspace --no-fail-fast
+    cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$SUITE_LOG"
 else
     step "cargo test (cargo-nextest not installed)"
-    cargo test --workspace --no-fail-fast
+    cargo test --workspace --no-fail-fast 2>&1 | tee "$SUITE_LOG"
 fi
+status=${PIPESTATUS[0]}
+set -e
+# nextest closes with its own summary; cargo test's per-binary lines are added up here.
+if grep -qE '^test result:' "$SUITE_LOG"; then
+    totals="$(grep -E '^test result:' "$SUITE_LOG" |
+        awk '{p += $4; f += $6} END {printf "%d passed, %d failed", p, f}')"
+    printf '\nsuite: %s\n' "$totals"
+fi
+rm -f "$SUITE_LOG"
+exit "$status"
