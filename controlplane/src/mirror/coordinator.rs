@@ -494,7 +494,13 @@ impl MirrorStateCoordinator {
             let lock = self.lock(p);
             let _guard = lock.lock().await;
             if let Err(e) = self.load_partition_locked(&topic, p).await {
-                tracing::warn!(partition = p, error = %e, "cannot load __mirror_state partition");
+                // Right after the topic is created the image names partitions that the
+                // shards are still opening: retried by the next call, not worth a warning.
+                if matches!(e, CoordinatorError::NotOpen { .. }) {
+                    tracing::debug!(partition = p, error = %e, "__mirror_state partition not open yet");
+                } else {
+                    tracing::warn!(partition = p, error = %e, "cannot load __mirror_state partition");
+                }
                 first_error.get_or_insert(e);
             }
         }

@@ -222,7 +222,14 @@ impl MirrorManager {
         let image = self.metadata.load();
         if image.topic(MIRROR_STATE_TOPIC).is_some() && !self.coordinator.is_loaded() {
             if let Err(e) = self.coordinator.load().await {
-                tracing::warn!(error = %e, "cannot load __mirror_state yet");
+                if matches!(
+                    e,
+                    crate::mirror::coordinator::CoordinatorError::NotOpen { .. }
+                ) {
+                    tracing::debug!(error = %e, "__mirror_state is still being opened");
+                } else {
+                    tracing::warn!(error = %e, "cannot load __mirror_state yet");
+                }
                 return;
             }
         }
