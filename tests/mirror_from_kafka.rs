@@ -91,6 +91,18 @@ fn mirror_from_apache_kafka_is_byte_identical_and_fails_over() {
         |m| caught_up(m, &ends),
     );
 
+    // A transactional client on the destination cannot write into the copy: neither its
+    // records nor an ABORT marker land (AddPartitionsToTxn answers READ_ONLY_TOPIC), so
+    // the copy stays the source's, as the comparisons below check.
+    let out = run_java(
+        "ProducerChecks",
+        &["txn-refused", "--bootstrap", &d, "--topic", &lz4],
+        Duration::from_secs(90),
+    );
+    expect_ok(&out, "a transaction into the mirrored topic is refused");
+    let m = describe(&d, "from-kafka");
+    assert!(caught_up(&m, &ends), "the copy moved: {m:?}");
+
     // Same topic ids; byte-identical batches over the wire and in the files.
     for topic in [&lz4, &zstd] {
         assert_eq!(

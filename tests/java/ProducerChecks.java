@@ -37,10 +37,11 @@ public final class ProducerChecks {
             case "transactions": Check.main(scenario, ProducerChecks::transactions, argv); break;
             case "produce": Check.main(scenario, ProducerChecks::produce, argv); break;
             case "topic-rules": Check.main(scenario, ProducerChecks::topicRules, argv); break;
+            case "txn-refused": Check.main(scenario, ProducerChecks::txnRefused, argv); break;
             case "create-topic": Check.main(scenario, (a, sum) -> createTopic(Check.need(a, "bootstrap"),
                     Check.need(a, "topic"), Integer.parseInt(a.getOrDefault("partitions", "1"))), argv); break;
             default:
-                System.err.println("usage: ProducerChecks idempotent|transactions|produce|create-topic|topic-rules --bootstrap HOST:PORT --topic T");
+                System.err.println("usage: ProducerChecks idempotent|transactions|produce|create-topic|topic-rules|txn-refused --bootstrap HOST:PORT --topic T");
                 System.exit(2);
         }
     }
@@ -181,6 +182,42 @@ public final class ProducerChecks {
         Check.equal(50, g.size(), "records of the gzip topic");
         for (int i = 0; i < 50; i++) {
             Check.equal("value-" + i, g.get(i).value(), "gzip record " + i);
+        }
+    }
+
+    /**
+     * A transactional producer that writes to a read-only (mirrored) topic: the
+     * transaction cannot take the partition, nothing is committed, and the producer can
+     * abort and go on.
+     */
+    static void txnRefused(Map<String, String> args, Map<String, Object> summary) throws Exception {
+        String bootstrap = Check.need(args, "bootstrap");
+        String topic = Check.need(args, "topic");
+        Properties tx = new Properties();
+        tx.put("transactional.id", topic + "-refused-txn");
+        tx.put("transaction.timeout.ms", "10000");
+        tx.put("request.timeout.ms", "5000");
+        tx.put("delivery.timeout.ms", "10000");
+        tx.put("max.block.ms", "10000");
+        try (KafkaProducer<String, String> p = producer(bootstrap, tx)) {
+            p.initTransactions();
+            p.beginTransaction();
+            Throwable failure = null;
+            try {
+                for (int i = 0; i < 10; i++) {
+                    p.send(new ProducerRecord<>(topic, i % 3, "x" + i, "must not land"));
+                }
+                p.commitTransaction();
+            } catch (Exception e) {
+                failure = e;
+            }
+            Check.that(failure != null, "a transaction into a read-only topic committed");
+            summary.put("refused_with", failure.getClass().getSimpleName());
+            try {
+                p.abortTransaction();
+            } catch (Exception e) {
+                summary.put("abort", e.getClass().getSimpleName());
+            }
         }
     }
 

@@ -1,5 +1,7 @@
-//! AddPartitionsToTxn (24), v0-v3 (one transactional id per request).
+//! AddPartitionsToTxn (24), v0-v3 (one transactional id per request). Partitions of a
+//! mirror that is not STOPPED are refused with READ_ONLY_TOPIC.
 
+use std::collections::HashSet;
 use std::rc::Rc;
 
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -8,6 +10,7 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use kafka_protocol::ResponseError;
 
+use crate::api::produce::read_only_reason;
 use crate::shard::ShardCtx;
 use crate::txn::runtime::call_txn;
 use crate::txn::state::fenced_code_for_client;
@@ -30,18 +33,42 @@ pub async fn handle(
             partitions.push(tp);
         }
     }
+    // Partitions of a mirror that is not STOPPED take no transactional data or markers
+    // (reference §6.8): READ_ONLY_TOPIC, asked of each partition's owning shard.
+    let mut read_only: HashSet<TopicPartition> = HashSet::new();
+    for tp in &partitions {
+        let Some(pim) = image.partition(tp) else {
+            continue;
+        };
+        if image.topic(&tp.topic).and_then(|t| t.mirror()).is_none() {
+            continue;
+        }
+        let owned = tp.clone();
+        let refused = ctx
+            .run_on(pim.shard, move |ctx| async move {
+                read_only_reason(&ctx, &owned).is_some()
+            })
+            .await
+            .unwrap_or(true);
+        if refused {
+            read_only.insert(tp.clone());
+        }
+    }
+    let refused = unknown || !read_only.is_empty();
     // Kafka: unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, the others
     // OPERATION_NOT_ATTEMPTED, and nothing is added.
     let code_for = |tp: &TopicPartition, code: i16| {
-        if !unknown {
+        if !refused {
             code
         } else if image.partition(tp).is_none() {
             ResponseError::UnknownTopicOrPartition.code()
+        } else if read_only.contains(tp) {
+            crate::wire::mirror::errors::READ_ONLY_TOPIC
         } else {
             ResponseError::OperationNotAttempted.code()
         }
     };
-    let code = if unknown {
+    let code = if refused {
         0
     } else {
         let add = Add {

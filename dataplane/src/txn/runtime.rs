@@ -437,6 +437,15 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
                 .write()
                 .await
                 .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
+            // A mirrored partition takes no leader append but the STOPPING reset
+            // (reference §6.8): a marker there would shift its offsets against the
+            // source's for good. AddPartitionsToTxn refuses such partitions; this covers
+            // one added before its topic joined a mirror. Its data was refused too, so the
+            // marker has nothing to end: it counts as written.
+            if let Some(reason) = crate::api::produce::read_only_reason(&ctx, &tp) {
+                tracing::warn!(%tp, %reason, commit = marker.commit, "transaction marker not written into a read-only mirror partition");
+                return Ok(());
+            }
             match log
                 .append_as_leader(
                     marker.batch(now),
