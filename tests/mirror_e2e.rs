@@ -893,6 +893,79 @@ fn mirror_follows_source_leader_moves() {
     let _ = mock.wait();
 }
 
+/// Partitions that restart (resume after pause) after every source leader moved twice
+/// find the new leaders for their divergence check and their fetches, and copy what
+/// arrived meanwhile with no gap and no duplicate.
+#[test]
+fn a_restarting_partition_follows_a_moved_source_leader() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let Some(py) = confluent_kafka_python("leader moved while paused") else {
+        return;
+    };
+    let mut mock = Command::new(&py)
+        .arg("-u")
+        .arg(client_script("mock_leader_moves.py"))
+        .env("MOCK_TOPIC", "paused-move")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start mock cluster");
+    let mut stdin = mock.stdin.take().expect("stdin");
+    let mut out = BufReader::new(mock.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut next_line = |out: &mut BufReader<std::process::ChildStdout>| {
+        line.clear();
+        out.read_line(&mut line).expect("mock line");
+        line.clone()
+    };
+    let first = next_line(&mut out);
+    let at = first.find("\"bootstrap\": \"").expect("bootstrap") + 14;
+    let bootstrap: String = first[at..].chars().take_while(|c| *c != '"').collect();
+    writeln!(stdin, "produce 1000 a").expect("command");
+    assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    let b = Broker::start(BROKER_CONFIG);
+    let d = b.bootstrap();
+    assert_eq!(create_mirror(&d, "pm", &bootstrap, &[]).error_code, 0);
+    assert_eq!(add_topics(&d, "pm", &["paused-move"]).error_code, 0);
+    let total = |m: &DescribedMirror| {
+        partitions(m)
+            .values()
+            .map(|p| p.destination_offset.max(0))
+            .sum::<i64>()
+    };
+    wait_for(&d, "pm", "1000 records", Duration::from_secs(60), |m| {
+        total(m) == 1000
+    });
+    assert_eq!(pause_resume(&d, "pm", &["paused-move"], true).error_code, 0);
+    wait_for(&d, "pm", "PAUSED", Duration::from_secs(30), |m| {
+        all_in(m, "PAUSED")
+    });
+    for _ in 0..2 {
+        writeln!(stdin, "move").expect("command");
+        assert_eq!(json_field(&next_line(&mut out), "moved"), 4);
+    }
+    writeln!(stdin, "produce 1000 b").expect("command");
+    assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    assert_eq!(
+        pause_resume(&d, "pm", &["paused-move"], false).error_code,
+        0
+    );
+    wait_for(
+        &d,
+        "pm",
+        "2000 records after resume",
+        Duration::from_secs(60),
+        |m| total(m) == 2000 && all_in(m, "MIRRORING"),
+    );
+    let seen = consume(&py, &b, "paused-move", 4);
+    assert_eq!(json_field(&seen, "count"), 2000, "{seen}");
+    assert_eq!(json_field(&seen, "duplicates"), 0);
+    drop(stdin);
+    let _ = mock.wait();
+}
+
 /// The disaster case: a transaction is open on the source when the source dies. The
 /// failover works with the source unreachable, cuts the open transaction's records (the
 /// log is truncated to its last stable offset), keeps every committed record, and the

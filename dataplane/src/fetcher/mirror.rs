@@ -387,18 +387,25 @@ impl MirrorFetcher {
                 if !truncating.is_empty() {
                     // Divergence truncates the log: nothing may be on its way into it.
                     self.append_all(&ctx, std::mem::take(&mut pending)).await;
-                    if let Err(e) = self
+                    match self
                         .resolve_divergence(&ctx, conn, &meta, &truncating)
                         .await
                     {
-                        for tp in &truncating {
-                            self.backoff(tp, format!("OffsetsForLeaderEpoch on the source: {e}"));
+                        Ok(false) => {}
+                        Ok(true) => metadata = None,
+                        Err(e) => {
+                            for tp in &truncating {
+                                self.backoff(
+                                    tp,
+                                    format!("OffsetsForLeaderEpoch on the source: {e}"),
+                                );
+                            }
+                            if e.breaks_connection() {
+                                cluster.invalidate(leader);
+                            }
+                            metadata = None;
+                            continue;
                         }
-                        if e.breaks_connection() {
-                            cluster.invalidate(leader);
-                        }
-                        metadata = None;
-                        continue;
                     }
                 }
                 let fetching: Vec<TopicPartition> = parts
@@ -515,14 +522,17 @@ impl MirrorFetcher {
     }
 
     /// OffsetsForLeaderEpoch toward the source for partitions that (re)start: truncates
-    /// the local log where the source's history diverges (reference §6.3.2).
+    /// the local log where the source's history diverges (reference §6.3.2). `Ok(true)`:
+    /// a partition's answer says the leader moved, so the source metadata must be
+    /// refreshed before the next try (those partitions are still truncating, and send no
+    /// Fetch that would find out).
     async fn resolve_divergence(
         &self,
         ctx: &Rc<ShardCtx>,
         conn: &mut KafkaConnection,
         meta: &ClusterMetadata,
         tps: &[TopicPartition],
-    ) -> Result<(), ClientError> {
+    ) -> Result<bool, ClientError> {
         let mut asks: BTreeMap<String, Vec<(i32, i32, i32)>> = BTreeMap::new();
         for tp in tps {
             self.forget_position(tp);
@@ -547,15 +557,16 @@ impl MirrorFetcher {
             }
         }
         if asks.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let Some(version) = conn.pick_version(ApiKey::OffsetForLeaderEpoch as i16, 2, 4) else {
             // A source without OffsetsForLeaderEpoch (tansu): fetch from the log end.
             for tp in tps {
                 self.with_state(tp, |s| s.truncating = false);
             }
-            return Ok(());
+            return Ok(false);
         };
+        let mut refresh = false;
         let mut request = OffsetForLeaderEpochRequest::default().with_topics(
             asks.iter()
                 .map(|(topic, parts)| {
@@ -586,6 +597,9 @@ impl MirrorFetcher {
                     continue;
                 }
                 if p.error_code != 0 {
+                    // The leader moved or its epoch changed (audit B-5): a partition still
+                    // truncating sends no Fetch that would notice, so refresh here.
+                    refresh |= matches!(p.error_code, 3 | 5 | 6 | 74 | 75);
                     self.backoff(
                         &tp,
                         format!("OffsetsForLeaderEpoch: {}", error_name(p.error_code)),
@@ -607,7 +621,7 @@ impl MirrorFetcher {
                 }
             }
         }
-        Ok(())
+        Ok(refresh)
     }
 
     async fn truncate_to_source(
