@@ -890,6 +890,23 @@ impl MirrorStateCoordinator {
             .collect()
     }
 
+    /// Loads the `__mirror_state` partition that holds (mirror, topic id, partition)
+    /// unless it is loaded, so that [`lme`](Self::lme) answers from the stored state and
+    /// not from an empty table (audit B-7). No state topic: nothing was ever recorded.
+    pub async fn ensure_loaded_for(
+        &self,
+        mirror: &str,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Result<(), CoordinatorError> {
+        let Some(topic) = self.state_topic() else {
+            return Ok(());
+        };
+        let state_partition =
+            partition_for(mirror, topic_id, partition, topic.partitions.len() as i32);
+        self.ensure_loaded(&topic, state_partition).await
+    }
+
     /// The LME recorded for (mirror, topic id, partition), -1 if none.
     pub fn lme(&self, mirror: &str, topic_id: Uuid, partition: i32) -> i32 {
         self.table
@@ -1760,7 +1777,14 @@ mod tests {
                     vec![(3, errors::INVALID_CLUSTER_MIRROR_STATES)]
                 );
 
-                // The records are in the logs: a fresh coordinator sees the same.
+                // The records are in the logs: a fresh coordinator sees the same. Before
+                // any load its table is empty; a look-up loads what it needs first.
+                let cold = MirrorStateCoordinator::new(router.clone(), Arc::clone(&cell));
+                assert_eq!(cold.lme("m", orders_id(), 3), -1, "nothing loaded yet");
+                cold.ensure_loaded_for("m", orders_id(), 3)
+                    .await
+                    .expect("load for a look-up");
+                assert_eq!(cold.lme("m", orders_id(), 3), 6);
                 let fresh = MirrorStateCoordinator::new(router.clone(), Arc::clone(&cell));
                 fresh.load().await.expect("load");
                 assert_eq!(fresh.entries_of("m"), c.entries_of("m"));

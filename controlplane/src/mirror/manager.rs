@@ -1183,6 +1183,23 @@ impl MirrorManager {
                 .filter(|m| m.source_cluster_id() == asker.as_str())
                 .map(|m| &m.name)
                 .collect();
+            // Answer from the stored state only: -1 from a table not loaded yet would make
+            // the asker truncate its whole log (audit B-7). It retries on this error.
+            for m in &mirrors {
+                for l in &request.lme_lookups {
+                    for p in &l.partitions {
+                        if let Err(e) = self.coordinator.ensure_loaded_for(m, l.topic_id, *p).await
+                        {
+                            response.error_code =
+                                kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
+                            response.error_message = Some(format!(
+                                "the last mirrored epochs of mirror {m} are not loaded yet: {e}"
+                            ));
+                            return response;
+                        }
+                    }
+                }
+            }
             for LmeLookup {
                 topic_id,
                 partitions,
