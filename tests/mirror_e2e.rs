@@ -966,6 +966,67 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
     let _ = mock.wait();
 }
 
+/// Audit B-12: deleting a mirrored topic on the destination removes its fetcher, so a
+/// plain topic created afterwards under the same name never receives source data.
+#[test]
+fn a_deleted_mirror_topic_leaves_no_fetcher_behind() {
+    let Some(py) = confluent_kafka_python("deleted mirror topic") else {
+        return;
+    };
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let topic = "zombie";
+    let cli = |broker: &Broker, args: &[&str]| {
+        let out = run_command(
+            std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+                .args(args)
+                .arg("--bootstrap-server")
+                .arg(broker.bootstrap()),
+            None,
+            Duration::from_secs(30),
+        );
+        assert!(out.success(), "{}", out.describe());
+    };
+    cli(&a, &["topic", "create", topic, "--partitions", "2"]);
+    let fill = |count: &str| {
+        let out = load(
+            &py,
+            &a,
+            &["--topic", topic, "--partitions", "2", "--count", count],
+        );
+        assert_eq!(
+            json_field(&out, "acked"),
+            count.parse::<i64>().expect("count")
+        );
+    };
+    fill("2000");
+    let ends = log_ends(&a.bootstrap(), topic, 2);
+    assert_eq!(
+        create_mirror(&b.bootstrap(), "z", &a.bootstrap(), &[]).error_code,
+        0
+    );
+    assert_eq!(add_topics(&b.bootstrap(), "z", &[topic]).error_code, 0);
+    wait_for(
+        &b.bootstrap(),
+        "z",
+        "catch-up",
+        Duration::from_secs(60),
+        |d| caught_up(d, &ends),
+    );
+    cli(&b, &["topic", "delete", topic]);
+    cli(&b, &["topic", "create", topic, "--partitions", "2"]);
+    fill("2000");
+    // Give a leftover fetcher time to copy (it fetches every few milliseconds).
+    std::thread::sleep(Duration::from_secs(3));
+    let local = log_ends(&b.bootstrap(), topic, 2);
+    assert!(
+        local.values().all(|end| *end == 0),
+        "source data reached the new plain topic: {local:?}\n{}",
+        b.log_tail(40)
+    );
+    b.assert_healthy();
+}
+
 /// The disaster case: a transaction is open on the source when the source dies. The
 /// failover works with the source unreachable, cuts the open transaction's records (the
 /// log is truncated to its last stable offset), keeps every committed record, and the

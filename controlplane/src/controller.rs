@@ -91,6 +91,11 @@ impl PartitionOps for ShardRouter {
                     .boxed_local(),
                 PartitionAction::Delete { tp, shard, .. } => self
                     .call(shard, move |ctx| async move {
+                        // Its fetcher goes with it (audit B-12): a fetcher keeps partitions
+                        // by name and would copy the source into a topic created later
+                        // under the same name.
+                        dataplane::fetcher::MirrorFetcherManager::remove_partition(&ctx, &tp).await;
+                        ctx.mirror_fetchers.forget(&tp);
                         ctx.delete_partition(&tp).await.map_err(|e| e.to_string())
                     })
                     .boxed_local(),

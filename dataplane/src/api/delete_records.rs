@@ -32,13 +32,14 @@ pub async fn delete_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, offset: i64)
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
+    let Ok(mut log) = p.log.write().await else {
+        return (ResponseError::NotLeaderOrFollower.code(), -1);
+    };
+    // Under the log lock, like a produce's (audit B-14).
     if let Some(message) = crate::api::produce::read_only_reason(&ctx, &tp) {
         tracing::info!(%tp, %message, "DeleteRecords rejected");
         return (crate::wire::mirror::errors::READ_ONLY_TOPIC, -1);
     }
-    let Ok(mut log) = p.log.write().await else {
-        return (ResponseError::NotLeaderOrFollower.code(), -1);
-    };
     let target = match target_offset(offset, log.high_watermark()) {
         Ok(t) => t,
         Err(e) => return (e.code(), -1),

@@ -88,6 +88,11 @@ pub async fn append_on_owner(
     let Some(partition) = ctx.partition(&tp) else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
+    let Ok(mut log) = partition.log.write().await else {
+        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+    };
+    // Checked under the log lock (audit B-14): a produce that waited for the lock while
+    // a mirror's PREPARING truncated the log must not append after it.
     if let Some(message) = read_only_reason(&ctx, &tp) {
         return PartitionProduceResult {
             error_code: crate::wire::mirror::errors::READ_ONLY_TOPIC,
@@ -95,9 +100,6 @@ pub async fn append_on_owner(
             ..PartitionProduceResult::empty()
         };
     }
-    let Ok(mut log) = partition.log.write().await else {
-        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
-    };
     match log
         .append_as_leader(records, LeaderEpoch(epoch), AppendKind::Client, now_ms())
         .await
