@@ -111,30 +111,51 @@ impl ControlRecord {
                     Some(i32::from_be_bytes([value[2], value[3], value[4], value[5]]));
             }
             ControlType::MirrorPidReset => {
-                if value.len() < 4 {
+                if value.len() < 2 {
                     return Err(ControlRecordError::BadValue {
                         kind: kind.name(),
-                        reason: "value shorter than version + string length",
+                        reason: "value shorter than its version",
                     });
                 }
-                let len = i16::from_be_bytes([value[2], value[3]]);
-                if len < 0 {
-                    return Err(ControlRecordError::BadValue {
-                        kind: kind.name(),
-                        reason: "source cluster id is null",
-                    });
-                }
-                let end = 4 + len as usize;
-                let id = value.get(4..end).ok_or(ControlRecordError::BadValue {
-                    kind: kind.name(),
-                    reason: "source cluster id runs past the value",
-                })?;
-                out.source_cluster_id = Some(String::from_utf8_lossy(id).into_owned());
+                out.source_cluster_id = mirror_pid_reset_source(&value[2..]);
             }
             ControlType::Other(_) => {}
         }
         Ok(out)
     }
+}
+
+/// The source cluster id of a MIRROR_PID_RESET value after its version, in any of the
+/// encodings a KIP-1279 cluster writes (audit B-20): Twinlog's (int16 length and bytes),
+/// the flexible v0 of Kafka's first design (compact string, then tagged fields), or the
+/// current design's version only (nothing, or just an empty tagged-field count). The id
+/// is for verification only: a value none of these fits still counts as a reset, with no
+/// id, rather than as corruption.
+fn mirror_pid_reset_source(rest: &[u8]) -> Option<String> {
+    if rest.is_empty() || rest == [0] {
+        return None;
+    }
+    // int16 length + bytes, exactly filling the value.
+    if rest.len() >= 2 {
+        let len = i16::from_be_bytes([rest[0], rest[1]]);
+        if len >= 0 && rest.len() == 2 + len as usize {
+            return Some(String::from_utf8_lossy(&rest[2..]).into_owned());
+        }
+    }
+    // Compact string (unsigned varint of length + 1), then a tagged-field count.
+    let mut len: u64 = 0;
+    let mut at = 0;
+    for shift in (0..35).step_by(7) {
+        let b = *rest.get(at)?;
+        at += 1;
+        len |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    let n = usize::try_from(len.checked_sub(1)?).ok()?;
+    let id = rest.get(at..at.checked_add(n)?)?;
+    Some(String::from_utf8_lossy(id).into_owned())
 }
 
 fn control_batch(
@@ -237,5 +258,28 @@ mod tests {
         let c = b.control_record().expect("control");
         assert_eq!(c.kind, ControlType::MirrorPidReset);
         assert_eq!(c.source_cluster_id.as_deref(), Some("src-cluster-A"));
+    }
+
+    #[test]
+    fn upstream_mirror_pid_reset_values_are_read() {
+        // Twinlog's own, Kafka's flexible v0 (compact string + tags), version only.
+        assert_eq!(
+            mirror_pid_reset_source(&[0, 3, b'a', b'b', b'c']).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            mirror_pid_reset_source(&[4, b'a', b'b', b'c', 0]).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(mirror_pid_reset_source(&[]), None);
+        assert_eq!(mirror_pid_reset_source(&[0]), None);
+        // Garbage is a reset with no id, never a panic.
+        for junk in [
+            &[0xff_u8, 0xff, 0xff][..],
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x80],
+            &[9, 1],
+        ] {
+            let _ = mirror_pid_reset_source(junk);
+        }
     }
 }
