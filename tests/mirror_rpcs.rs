@@ -292,3 +292,49 @@ fn mirroring_a_topic_back_while_it_is_mirrored_is_refused_as_a_loop() {
         |d| all_in(d, "MIRRORING"),
     );
 }
+
+/// AddTopicsToMirror with a pattern that does not compile fails, an exclude pattern as
+/// much as an include one (dropping a bad exclude would mirror more than asked).
+#[test]
+fn invalid_include_and_exclude_patterns_are_errors() {
+    let a = Broker::start(CONFIG);
+    let b = Broker::start(CONFIG);
+    create_topic(&a, "pay-1", 1);
+    assert_eq!(
+        create_mirror(&b.bootstrap(), "pat", &a.bootstrap(), &[]).error_code,
+        0
+    );
+    let add = |include: &[&str], exclude: &[&str]| match rpc(
+        &b.bootstrap(),
+        MirrorRequest::AddTopicsToMirror(AddTopicsToMirrorRequest {
+            mirror_name: "pat".to_string(),
+            include_patterns: include.iter().map(|s| s.to_string()).collect(),
+            exclude_patterns: exclude.iter().map(|s| s.to_string()).collect(),
+            state_validation_offset: -1,
+            ..Default::default()
+        }),
+    ) {
+        MirrorResponse::AddTopicsToMirror(r) => r,
+        other => panic!("unexpected {other:?}"),
+    };
+    for (include, exclude, which) in [
+        (&["pay-("][..], &[][..], "include"),
+        (&["pay-.*"], &["("], "exclude"),
+    ] {
+        let r = add(include, exclude);
+        assert_eq!(
+            r.error_code,
+            kafka_protocol::ResponseError::InvalidRequest.code(),
+            "{r:?}"
+        );
+        let message = r.error_message.unwrap_or_default();
+        assert!(
+            message.contains(&format!("Invalid {which} pattern")),
+            "{message}"
+        );
+    }
+    // Valid ones work: the exclude keeps pay-1 out.
+    let r = add(&["pay-.*"], &["pay-1"]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    assert!(r.topics.iter().all(|t| t.name != "pay-1"), "{r:?}");
+}

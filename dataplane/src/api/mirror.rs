@@ -282,26 +282,28 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         );
     };
     let mut wanted: Vec<MirrorTopicMetadata> = r.topics.clone();
-    let patterns: Vec<regex::Regex> = match r
-        .include_patterns
-        .iter()
-        .map(|p| regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| format!("{p:?}: {e}")))
-        .collect::<Result<_, _>>()
-    {
-        Ok(p) => p,
-        Err(e) => {
+    let compile = |list: &[String]| -> Result<Vec<regex::Regex>, String> {
+        list.iter()
+            .map(|p| regex::Regex::new(&format!("^(?:{p})$")).map_err(|e| format!("{p:?}: {e}")))
+            .collect()
+    };
+    // An invalid pattern is an error, an exclude one too: dropping it silently would
+    // mirror more topics than asked (audit, smaller items).
+    let (patterns, excludes) = match (compile(&r.include_patterns), compile(&r.exclude_patterns)) {
+        (Ok(p), Ok(x)) => (p, x),
+        (Err(e), _) | (_, Err(e)) => {
+            let which = if compile(&r.include_patterns).is_err() {
+                "include"
+            } else {
+                "exclude"
+            };
             return topics_response(vec![AdminResult::err(
                 r.mirror_name.clone(),
                 ResponseError::InvalidRequest.code(),
-                format!("Invalid include pattern {e}"),
-            )])
+                format!("Invalid {which} pattern {e}"),
+            )]);
         }
     };
-    let excludes: Vec<regex::Regex> = r
-        .exclude_patterns
-        .iter()
-        .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
-        .collect();
     // Topic ids and partition counts come from the source.
     let needs_source = !patterns.is_empty()
         || wanted
