@@ -1027,6 +1027,55 @@ fn a_deleted_mirror_topic_leaves_no_fetcher_behind() {
     b.assert_healthy();
 }
 
+/// Audit B-11: C mirrors B right after B failed over, so C's log ends with B's mirrored
+/// MIRROR_PID_RESET. C's own failover still writes its LME and its own reset (at its
+/// bumped epoch) instead of taking the mirrored one for a re-run of its own STOPPING.
+#[test]
+fn a_failover_after_a_mirrored_reset_writes_its_own_reset() {
+    let Some(py) = confluent_kafka_python("mirrored reset") else {
+        return;
+    };
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let c = Broker::start(BROKER_CONFIG);
+    let topic = "relay";
+    let out = load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "2", "--count", "1000"],
+    );
+    assert_eq!(json_field(&out, "acked"), 1000);
+    start_mirror(&b, "ab", &a, &[topic]);
+    wait_caught_up(&b, "ab", &a, topic, 2);
+    failover(&b, "ab", topic);
+    start_mirror(&c, "bc", &b, &[topic]);
+    wait_caught_up(&c, "bc", &b, topic, 2);
+    let resets = |broker: &Broker| -> Vec<usize> {
+        (0..2)
+            .map(|p| {
+                read_log(&broker.bootstrap(), topic, p)
+                    .iter()
+                    .filter(|x| {
+                        x.is_control()
+                            && x.control_record().is_ok_and(|r| {
+                                r.kind == dataplane::wire::ControlType::MirrorPidReset
+                            })
+                    })
+                    .count()
+            })
+            .collect()
+    };
+    assert_eq!(resets(&c), vec![1, 1], "B's reset was mirrored to C");
+    let stopped = failover(&c, "bc", topic);
+    assert_eq!(resets(&c), vec![2, 2], "C wrote its own reset after B's");
+    for ((_, index), p) in partitions(&stopped) {
+        if index < 2 {
+            assert!(p.last_mirrored_epoch >= 0, "C persisted its LME: {p:?}");
+        }
+    }
+    c.assert_healthy();
+}
+
 /// The disaster case: a transaction is open on the source when the source dies. The
 /// failover works with the source unreachable, cuts the open transaction's records (the
 /// log is truncated to its last stable offset), keeps every committed record, and the

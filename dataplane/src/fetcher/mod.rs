@@ -289,9 +289,10 @@ pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult
 }
 
 /// STOPPING step 3: truncates to the LSO. Returns the LME to persist (step 4), or `None`
-/// when the MIRROR_PID_RESET batch is already the log's last batch: a re-run after a
-/// crash, whose LME was persisted before the batch was written.
+/// when this STOPPING's own MIRROR_PID_RESET batch is already the log's last batch: a
+/// re-run after a crash, whose LME was persisted before the batch was written.
 pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<Option<i32>> {
+    let epoch = current_epoch(ctx, tp)?;
     let partition = ctx
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
@@ -300,7 +301,7 @@ pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResul
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
-    if last_batch_is_pid_reset(&log).await? {
+    if last_batch_is_own_pid_reset(&log, epoch).await? {
         return Ok(None);
     }
     let lso = log.last_stable_offset();
@@ -314,19 +315,24 @@ pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResul
     Ok(Some(log.latest_epoch().map_or(-1, |e| e.0)))
 }
 
+/// The partition's leader epoch in the image: during STOPPING, the one step 2 raised
+/// above every mirrored batch epoch.
+fn current_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<i32> {
+    ctx.metadata
+        .load()
+        .partition(tp)
+        .map(|p| p.leader_epoch)
+        .ok_or_else(|| format!("partition {tp} is not in the metadata image"))
+}
+
 /// STOPPING step 5: appends the MIRROR_PID_RESET control batch at the partition's
-/// current leader epoch, unless it is already the last batch.
+/// current leader epoch, unless this STOPPING's own is already the last batch.
 pub async fn stop_append_pid_reset(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
     source_cluster_id: &str,
 ) -> StepResult<()> {
-    let epoch = ctx
-        .metadata
-        .load()
-        .partition(tp)
-        .map(|p| p.leader_epoch)
-        .ok_or_else(|| format!("partition {tp} is not in the metadata image"))?;
+    let epoch = current_epoch(ctx, tp)?;
     let partition = ctx
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
@@ -335,7 +341,7 @@ pub async fn stop_append_pid_reset(
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
-    if last_batch_is_pid_reset(&log).await? {
+    if last_batch_is_own_pid_reset(&log, epoch).await? {
         return Ok(());
     }
     let now = now_ms();
@@ -354,7 +360,13 @@ pub async fn stop_append_pid_reset(
     Ok(())
 }
 
-async fn last_batch_is_pid_reset(log: &crate::log::PartitionLog) -> StepResult<bool> {
+/// Whether the log ends with a MIRROR_PID_RESET written at `epoch` (this STOPPING's own).
+/// A reset mirrored from upstream (a chain, or a failback right after the other side
+/// failed over) carries a lower epoch: it does not count (audit B-11).
+async fn last_batch_is_own_pid_reset(
+    log: &crate::log::PartitionLog,
+    epoch: i32,
+) -> StepResult<bool> {
     let end = log.log_end_offset();
     if end.0 == 0 || end <= log.log_start_offset() {
         return Ok(false);
@@ -372,6 +384,7 @@ async fn last_batch_is_pid_reset(log: &crate::log::PartitionLog) -> StepResult<b
     }
     Ok(last.is_some_and(|b| {
         b.last_offset().0 == end.0 - 1
+            && b.partition_leader_epoch().0 >= epoch
             && b.is_control()
             && matches!(b.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
     }))
