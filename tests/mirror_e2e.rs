@@ -817,34 +817,68 @@ fn mirror_from_tansu() {
 /// the fetcher follows the new leaders through NOT_LEADER_OR_FOLLOWER and a metadata
 /// refresh, with no gap and no duplicate; then Fetch errors injected while records
 /// arrive exercise the pipelined fetcher's forgetting of positions.
+/// `tests/clients/mock_leader_moves.py`: a librdkafka mock cluster whose partition
+/// leaders a test moves; one command in, one JSON line out. Ends when dropped.
+struct LeaderMock {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    bootstrap: String,
+}
+
+impl LeaderMock {
+    fn start(py: &std::path::Path, topic: &str) -> LeaderMock {
+        use std::io::BufRead;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new(py)
+            .arg("-u")
+            .arg(client_script("mock_leader_moves.py"))
+            .env("MOCK_TOPIC", topic)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start mock cluster");
+        let stdin = child.stdin.take();
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        out.read_line(&mut first).expect("mock line");
+        let at = first.find("\"bootstrap\": \"").expect("bootstrap") + 14;
+        let bootstrap = first[at..].chars().take_while(|c| *c != '"').collect();
+        LeaderMock {
+            child,
+            stdin,
+            out,
+            bootstrap,
+        }
+    }
+
+    /// Sends one command and returns its answer line.
+    fn cmd(&mut self, command: &str) -> String {
+        use std::io::{BufRead, Write};
+        let stdin = self.stdin.as_mut().expect("mock stdin");
+        writeln!(stdin, "{command}").expect("command");
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("mock line");
+        line
+    }
+}
+
+impl Drop for LeaderMock {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn mirror_follows_source_leader_moves() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let Some(py) = confluent_kafka_python("leader moves") else {
         return;
     };
-    let mut mock = Command::new(&py)
-        .arg("-u")
-        .arg(client_script("mock_leader_moves.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start mock cluster");
-    let mut stdin = mock.stdin.take().expect("stdin");
-    let mut out = BufReader::new(mock.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    let mut next_line = |out: &mut BufReader<std::process::ChildStdout>| {
-        line.clear();
-        out.read_line(&mut line).expect("mock line");
-        line.clone()
-    };
-    let first = next_line(&mut out);
-    let at = first.find("\"bootstrap\": \"").expect("bootstrap") + 14;
-    let bootstrap: String = first[at..].chars().take_while(|c| *c != '"').collect();
-    writeln!(stdin, "produce 2000 a").expect("command");
-    assert_eq!(json_field(&next_line(&mut out), "acked"), 2000);
+    let mut mock = LeaderMock::start(&py, "moving");
+    let bootstrap = mock.bootstrap.clone();
+    assert_eq!(json_field(&mock.cmd("produce 2000 a"), "acked"), 2000);
     let b = Broker::start(BROKER_CONFIG);
     assert_eq!(
         create_mirror(&b.bootstrap(), "mv", &bootstrap, &[]).error_code,
@@ -865,18 +899,20 @@ fn mirror_follows_source_leader_moves() {
         |d| total(d) == 2000,
     );
     for round in 0..3 {
-        writeln!(stdin, "move").expect("command");
-        assert_eq!(json_field(&next_line(&mut out), "moved"), 4);
-        writeln!(stdin, "produce 1000 r{round}").expect("command");
-        assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+        assert_eq!(json_field(&mock.cmd("move"), "moved"), 4);
+        assert_eq!(
+            json_field(&mock.cmd(&format!("produce 1000 r{round}")), "acked"),
+            1000
+        );
     }
     // Fetch errors while records arrive: the pipelined fetcher forgets its positions,
     // drops what was fetched under them and leaves no hole and no duplicate.
     for round in 0..3 {
-        writeln!(stdin, "fetch-errors 2").expect("command");
-        assert_eq!(json_field(&next_line(&mut out), "injected"), 2);
-        writeln!(stdin, "produce 1000 e{round}").expect("command");
-        assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+        assert_eq!(json_field(&mock.cmd("fetch-errors 2"), "injected"), 2);
+        assert_eq!(
+            json_field(&mock.cmd(&format!("produce 1000 e{round}")), "acked"),
+            1000
+        );
     }
     let d = wait_for(
         &b.bootstrap(),
@@ -889,8 +925,6 @@ fn mirror_follows_source_leader_moves() {
     let seen = consume(&py, &b, "moving", 4);
     assert_eq!(json_field(&seen, "count"), 8000, "{seen}");
     assert_eq!(json_field(&seen, "duplicates"), 0);
-    drop(stdin);
-    let _ = mock.wait();
 }
 
 /// Partitions that restart (resume after pause) after every source leader moved twice
@@ -898,33 +932,12 @@ fn mirror_follows_source_leader_moves() {
 /// arrived meanwhile with no gap and no duplicate.
 #[test]
 fn a_restarting_partition_follows_a_moved_source_leader() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let Some(py) = confluent_kafka_python("leader moved while paused") else {
         return;
     };
-    let mut mock = Command::new(&py)
-        .arg("-u")
-        .arg(client_script("mock_leader_moves.py"))
-        .env("MOCK_TOPIC", "paused-move")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start mock cluster");
-    let mut stdin = mock.stdin.take().expect("stdin");
-    let mut out = BufReader::new(mock.stdout.take().expect("stdout"));
-    let mut line = String::new();
-    let mut next_line = |out: &mut BufReader<std::process::ChildStdout>| {
-        line.clear();
-        out.read_line(&mut line).expect("mock line");
-        line.clone()
-    };
-    let first = next_line(&mut out);
-    let at = first.find("\"bootstrap\": \"").expect("bootstrap") + 14;
-    let bootstrap: String = first[at..].chars().take_while(|c| *c != '"').collect();
-    writeln!(stdin, "produce 1000 a").expect("command");
-    assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    let mut mock = LeaderMock::start(&py, "paused-move");
+    let bootstrap = mock.bootstrap.clone();
+    assert_eq!(json_field(&mock.cmd("produce 1000 a"), "acked"), 1000);
     let b = Broker::start(BROKER_CONFIG);
     let d = b.bootstrap();
     assert_eq!(create_mirror(&d, "pm", &bootstrap, &[]).error_code, 0);
@@ -943,11 +956,9 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
         all_in(m, "PAUSED")
     });
     for _ in 0..2 {
-        writeln!(stdin, "move").expect("command");
-        assert_eq!(json_field(&next_line(&mut out), "moved"), 4);
+        assert_eq!(json_field(&mock.cmd("move"), "moved"), 4);
     }
-    writeln!(stdin, "produce 1000 b").expect("command");
-    assert_eq!(json_field(&next_line(&mut out), "acked"), 1000);
+    assert_eq!(json_field(&mock.cmd("produce 1000 b"), "acked"), 1000);
     assert_eq!(
         pause_resume(&d, "pm", &["paused-move"], false).error_code,
         0
@@ -962,8 +973,6 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
     let seen = consume(&py, &b, "paused-move", 4);
     assert_eq!(json_field(&seen, "count"), 2000, "{seen}");
     assert_eq!(json_field(&seen, "duplicates"), 0);
-    drop(stdin);
-    let _ = mock.wait();
 }
 
 /// Audit B-12: deleting a mirrored topic on the destination removes its fetcher, so a
