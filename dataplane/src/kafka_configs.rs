@@ -10,6 +10,7 @@
 //! removed (KIP-724) are still accepted as no-ops, because clients and mirror sources of
 //! Kafka 3.x set them: [`REMOVED_TOPIC_CONFIGS`].
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 /// Kafka's `ConfigType` values (DescribeConfigs v3+).
@@ -31,7 +32,7 @@ pub const REMOVED_TOPIC_CONFIGS: &[&str] =
     &["message.format.version", "message.downconversion.enable"];
 
 /// Whether a config belongs to topics or to brokers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
     Topic,
     Broker,
@@ -53,8 +54,22 @@ pub struct ConfigDef {
     pub synonyms: Vec<&'static str>,
 }
 
-static CATALOG: LazyLock<Vec<ConfigDef>> =
-    LazyLock::new(|| parse(include_str!("kafka_configs.tsv")));
+/// The catalog in file order, and an index by (scope, name): DescribeConfigs looks up
+/// every config of a resource.
+struct Catalog {
+    defs: Vec<ConfigDef>,
+    index: HashMap<(Scope, &'static str), usize>,
+}
+
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
+    let defs = parse(include_str!("kafka_configs.tsv"));
+    let index = defs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| ((d.scope, d.name), i))
+        .collect();
+    Catalog { defs, index }
+});
 
 fn type_code(name: &str) -> i8 {
     match name {
@@ -97,20 +112,28 @@ fn parse(tsv: &'static str) -> Vec<ConfigDef> {
 
 /// Every topic config of Kafka's catalog, in name order.
 pub fn topic_configs() -> impl Iterator<Item = &'static ConfigDef> {
-    CATALOG.iter().filter(|d| d.scope == Scope::Topic)
+    CATALOG.defs.iter().filter(|d| d.scope == Scope::Topic)
 }
 
 /// Every broker config of Kafka's catalog, in name order.
 pub fn broker_configs() -> impl Iterator<Item = &'static ConfigDef> {
-    CATALOG.iter().filter(|d| d.scope == Scope::Broker)
+    CATALOG.defs.iter().filter(|d| d.scope == Scope::Broker)
+}
+
+fn lookup(scope: Scope, name: &str) -> Option<&'static ConfigDef> {
+    let catalog: &'static Catalog = &CATALOG;
+    catalog
+        .index
+        .get(&(scope, name))
+        .and_then(|i| catalog.defs.get(*i))
 }
 
 pub fn topic_config(name: &str) -> Option<&'static ConfigDef> {
-    topic_configs().find(|d| d.name == name)
+    lookup(Scope::Topic, name)
 }
 
 pub fn broker_config(name: &str) -> Option<&'static ConfigDef> {
-    broker_configs().find(|d| d.name == name)
+    lookup(Scope::Broker, name)
 }
 
 /// Checks `value` against a config's type as Kafka's `ConfigDef.parseType` does. The

@@ -23,7 +23,7 @@ use crate::api::admin::{
 use crate::api::metadata::valid_topic_name;
 use crate::api::str_bytes;
 use crate::kafka_configs;
-use crate::log::config::describe_topic_config;
+use crate::log::config::{broker_config_of, describe_topic_config};
 use crate::metadata::MetadataImage;
 use crate::shard::{ShardCtx, ShardSettings};
 use crate::wire::mirror::errors::UNKNOWN_CLUSTER_MIRROR;
@@ -115,25 +115,6 @@ impl Entry {
     }
 }
 
-/// The broker-config name of a topic config (Kafka's synonym one level down).
-fn broker_synonym(topic_config: &str) -> &'static str {
-    match topic_config {
-        "cleanup.policy" => "log.cleanup.policy",
-        "compression.type" => "compression.type",
-        "flush.messages" => "log.flush.interval.messages",
-        "flush.ms" => "log.flush.interval.ms",
-        "index.interval.bytes" => "log.index.interval.bytes",
-        "max.message.bytes" => "message.max.bytes",
-        "message.timestamp.type" => "log.message.timestamp.type",
-        "min.insync.replicas" => "min.insync.replicas",
-        "retention.bytes" => "log.retention.bytes",
-        "retention.ms" => "log.retention.ms",
-        "segment.bytes" => "log.segment.bytes",
-        "segment.ms" => "log.roll.ms",
-        _ => "",
-    }
-}
-
 /// Broker configs whose Kafka default is none but that a Twinlog broker always has (Kafka
 /// requires them in its config file): reported with their value, never as null.
 const ALWAYS_SET: &[&str] = &[
@@ -162,7 +143,8 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             }
             None => (value, false, STATIC_BROKER_CONFIG),
         };
-        let e = Entry {
+        // Kafka lists the DEFAULT_CONFIG synonym only where it has a default.
+        Entry {
             name: name.to_string(),
             value,
             null,
@@ -171,22 +153,8 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             config_type: def.map_or(config_type, |d| d.config_type),
             sensitive: def.is_some_and(|d| d.sensitive),
             ..Entry::default()
-        };
-        let e = if e.null {
-            e
-        } else {
-            e.with_synonyms(name, None)
-        };
-        // Kafka lists the DEFAULT_CONFIG synonym only where it has a default.
-        let mut e = e;
-        if let Some(d) = kafka_default {
-            e.synonyms.push(Synonym {
-                name: name.to_string(),
-                value: (!e.sensitive).then(|| d.to_string()),
-                source: DEFAULT_CONFIG,
-            });
         }
-        e
+        .with_synonyms(name, kafka_default.map(|d| (name, Some(d))))
     };
     let log = &settings.default_log_config;
     // What this single-node broker runs with where its value is its own.
@@ -237,29 +205,28 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
         ),
     ];
     for (name, value) in describe_topic_config(log) {
-        let broker_name = broker_synonym(name);
-        if !broker_name.is_empty() {
+        if let Some(broker_name) = broker_config_of(name) {
             own.push((broker_name, value, topic_config_type(broker_name)));
         }
     }
+    let mut listed: std::collections::HashSet<&str> = own.iter().map(|(n, _, _)| *n).collect();
     let mut out: Vec<Entry> = own
-        .into_iter()
-        .map(|(name, value, config_type)| entry(name, value, config_type))
+        .iter()
+        .map(|(name, value, config_type)| entry(name, value.clone(), *config_type))
         .collect();
     // The rest of Kafka's broker configs: from the config file, or at Kafka's default.
     for def in kafka_configs::broker_configs() {
-        if out.iter().any(|e| e.name == def.name) {
-            continue;
+        if listed.insert(def.name) {
+            out.push(entry(
+                def.name,
+                def.default.unwrap_or_default().to_string(),
+                def.config_type,
+            ));
         }
-        out.push(entry(
-            def.name,
-            def.default.unwrap_or_default().to_string(),
-            def.config_type,
-        ));
     }
     // Twinlog's own keys of the config file (not Kafka's), as written.
     for (k, v) in &settings.static_configs {
-        if !out.iter().any(|e| &e.name == k) {
+        if !listed.contains(k.as_str()) {
             out.push(entry(k, v.clone(), admin::TYPE_STRING));
         }
     }
@@ -316,10 +283,7 @@ fn with_dynamic_broker_configs(mut entries: Vec<Entry>, image: &MetadataImage) -
         }
         let rest = std::mem::take(&mut e.synonyms);
         e.synonyms = dynamic;
-        e.synonyms.extend(
-            rest.into_iter()
-                .filter(|s| s.source != DYNAMIC_TOPIC_CONFIG),
-        );
+        e.synonyms.extend(rest);
     }
     entries
 }
@@ -381,10 +345,7 @@ fn topic_entries(image: &MetadataImage, name: &str) -> Result<Vec<Entry>, (Respo
             // synonym (the catalog's); `retention.ms`, for one, has none.
             let def = kafka_configs::topic_config(name);
             let default = def.and_then(|d| d.synonyms.first().map(|syn| (*syn, d.default)));
-            let broker_name = match broker_synonym(name) {
-                "" => name,
-                b => b,
-            };
+            let broker_name = broker_config_of(name).unwrap_or(name);
             let mut e = Entry {
                 name: name.to_string(),
                 value,

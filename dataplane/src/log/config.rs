@@ -191,6 +191,7 @@ pub const BROKER_TOPIC_DEFAULTS: &[(&str, &str, i64)] = &[
     ("log.index.interval.bytes", "index.interval.bytes", 1),
     ("message.max.bytes", "max.message.bytes", 1),
     ("log.message.timestamp.type", "message.timestamp.type", 1),
+    ("min.insync.replicas", "min.insync.replicas", 1),
     ("log.retention.bytes", "retention.bytes", 1),
     ("log.retention.ms", "retention.ms", 1),
     ("log.retention.minutes", "retention.ms", 60_000),
@@ -199,6 +200,15 @@ pub const BROKER_TOPIC_DEFAULTS: &[(&str, &str, i64)] = &[
     ("log.roll.ms", "segment.ms", 1),
     ("log.roll.hours", "segment.ms", 3_600_000),
 ];
+
+/// The broker config a topic config's default is named after (Kafka's synonym one level
+/// down: `segment.ms` -> `log.roll.ms`), if it has one.
+pub fn broker_config_of(topic_config: &str) -> Option<&'static str> {
+    BROKER_TOPIC_DEFAULTS
+        .iter()
+        .find(|(_, t, factor)| *t == topic_config && *factor == 1)
+        .map(|(b, _, _)| *b)
+}
 
 /// Applies broker configs (dynamic ones, as stored) to the topic defaults `log`: each
 /// topic config takes its most specific broker synonym that is set. Errors name the key.
