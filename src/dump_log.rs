@@ -19,7 +19,7 @@ use dataplane::log::txn_index::TransactionIndex;
 use dataplane::types::Offset;
 use dataplane::wire::batch::{BatchIter, RecordBatch};
 use dataplane::wire::control::ControlType;
-use dataplane::wire::records::{decode_records, Record};
+use dataplane::wire::records::{batch_records, decode_records, Record};
 
 /// What to print of the records of a segment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -210,12 +210,7 @@ fn print_records<W: Write>(
     out: &mut W,
     print: fn(&RecordBatch, &Record, &mut W) -> io::Result<()>,
 ) -> io::Result<()> {
-    let decoded = if batch.compression() == dataplane::wire::batch::Compression::None {
-        decode_records(&batch.records(), batch.record_count()).map_err(|e| e.to_string())
-    } else {
-        decompressed_records(batch)
-    };
-    match decoded {
+    match batch_records(batch) {
         Ok(recs) => {
             for r in &recs {
                 print(batch, r, out)?;
@@ -228,30 +223,6 @@ fn print_records<W: Write>(
             batch.base_offset()
         ),
     }
-}
-
-/// The records of a compressed batch (decompressed with the codec of its attributes), in
-/// the form [`decode_records`] gives for an uncompressed one.
-fn decompressed_records(batch: &RecordBatch) -> Result<Vec<Record>, String> {
-    let mut buf = batch.as_bytes().clone();
-    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
-        .map_err(|e| format!("cannot decompress ({}): {e}", batch.compression().name()))?;
-    Ok(set
-        .records
-        .into_iter()
-        .map(|r| Record {
-            attributes: 0,
-            timestamp_delta: r.timestamp - batch.base_timestamp(),
-            offset_delta: (r.offset - batch.base_offset().0) as i32,
-            key: r.key,
-            value: r.value,
-            headers: r
-                .headers
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-        })
-        .collect())
 }
 
 fn print_raw_record(batch: &RecordBatch, r: &Record, out: &mut impl Write) -> io::Result<()> {

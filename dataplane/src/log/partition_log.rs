@@ -20,10 +20,10 @@ use crate::log::txn_index::AbortedTxn;
 use crate::log::validate::{self, ValidateError};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{
-    stamp_log_append_time, stamp_offset_and_epoch, BatchError, BatchIter, Compression, RecordBatch,
+    stamp_log_append_time, stamp_offset_and_epoch, BatchError, BatchIter, RecordBatch,
 };
 use crate::wire::control::ControlType;
-use crate::wire::records::decode_records;
+use crate::wire::records::batch_records;
 
 pub(crate) const CLEAN_SHUTDOWN_FILE: &str = ".clean-shutdown";
 pub(crate) const EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -1116,27 +1116,19 @@ fn exact_timestamp_match(
     if batch.is_log_append_time() {
         return fallback;
     }
-    if batch.compression() == Compression::None {
-        if let Ok(records) = decode_records(&batch.records(), batch.record_count()) {
-            for r in records {
-                let ts = batch.base_timestamp() + r.timestamp_delta;
-                let off = Offset(batch.base_offset().0 + i64::from(r.offset_delta));
-                if ts >= timestamp_ms && off >= log_start {
-                    return (ts, off);
-                }
-            }
-        }
-        return fallback;
-    }
-    let mut buf = batch.as_bytes().clone();
-    match kafka_protocol::records::RecordBatchDecoder::decode(&mut buf) {
-        Ok(set) => set
-            .records
+    match batch_records(batch) {
+        Ok(records) => records
             .iter()
-            .find(|r| r.timestamp >= timestamp_ms && r.offset >= log_start.0)
-            .map_or(fallback, |r| (r.timestamp, Offset(r.offset))),
+            .map(|r| {
+                (
+                    batch.base_timestamp() + r.timestamp_delta,
+                    Offset(batch.base_offset().0 + i64::from(r.offset_delta)),
+                )
+            })
+            .find(|(ts, off)| *ts >= timestamp_ms && *off >= log_start)
+            .unwrap_or(fallback),
         Err(e) => {
-            tracing::warn!(offset = batch.base_offset().0, error = %e, "cannot decompress batch for a timestamp look-up");
+            tracing::warn!(offset = batch.base_offset().0, error = %e, "cannot decode batch for a timestamp look-up");
             fallback
         }
     }

@@ -13,7 +13,7 @@ use kafka_protocol::records::{
 };
 
 use crate::wire::batch::{Compression, RecordBatch};
-use crate::wire::records::decode_records;
+use crate::wire::records::batch_records;
 
 /// The `compression.type` of a topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -92,23 +92,13 @@ pub enum ValidateError {
     Undecodable { offset: i64, reason: String },
 }
 
-/// Whether a record of `batch` has a null key (uncompressed batches are read in place).
+/// The indexes of the records of `batch` without a key.
 fn null_key_records(batch: &RecordBatch) -> Result<Vec<i32>, ValidateError> {
-    let undecodable = |reason: String| ValidateError::Undecodable {
+    let records = batch_records(batch).map_err(|reason| ValidateError::Undecodable {
         offset: batch.base_offset().0,
         reason,
-    };
-    if batch.compression() == Compression::None {
-        let records = decode_records(&batch.records(), batch.record_count())
-            .map_err(|e| undecodable(e.to_string()))?;
-        return Ok(records
-            .iter()
-            .enumerate()
-            .filter(|(_, r)| r.key.is_none())
-            .map(|(i, _)| i as i32)
-            .collect());
-    }
-    Ok(decode(batch)?
+    })?;
+    Ok(records
         .iter()
         .enumerate()
         .filter(|(_, r)| r.key.is_none())

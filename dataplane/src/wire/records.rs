@@ -163,6 +163,34 @@ pub fn encode_simple_records(count: i32, first_delta: i32, value_size: usize) ->
     out
 }
 
+/// Every record of a v2 batch, compressed or not: uncompressed ones are read in place,
+/// compressed ones are decompressed with the codec of the batch's attributes (kafka-protocol).
+pub fn batch_records(batch: &crate::wire::RecordBatch) -> Result<Vec<Record>, String> {
+    use crate::wire::batch::Compression;
+    if batch.compression() == Compression::None {
+        return decode_records(&batch.records(), batch.record_count()).map_err(|e| e.to_string());
+    }
+    let mut buf = batch.as_bytes().clone();
+    let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut buf)
+        .map_err(|e| format!("cannot decompress ({}): {e}", batch.compression().name()))?;
+    Ok(set
+        .records
+        .into_iter()
+        .map(|r| Record {
+            attributes: 0,
+            timestamp_delta: r.timestamp - batch.base_timestamp(),
+            offset_delta: (r.offset - batch.base_offset().0) as i32,
+            key: r.key,
+            value: r.value,
+            headers: r
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
