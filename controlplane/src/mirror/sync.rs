@@ -1491,8 +1491,30 @@ mod tests {
             source_topic_gone(&t, &source_meta(&[("t", 7, leaderless, 0)])),
             None
         );
-        // A source without topic ids (Metadata < v10) cannot tell a re-creation.
+        // A source without topic ids (Metadata < v10) cannot tell a re-creation by id.
         assert_eq!(source_topic_gone(&t, &source_meta(&[("t", 0, 0, 2)])), None);
+        // A copy marked as such (`mirror.source.topic.id=none`) knows it by a smaller
+        // partition count; the same or a larger one says nothing.
+        let mut no_id = topic("t", 7, 3);
+        no_id.configs.insert(
+            MIRROR_SOURCE_TOPIC_ID_CONFIG.into(),
+            NO_SOURCE_TOPIC_ID.into(),
+        );
+        let fewer = source_topic_gone(&no_id, &source_meta(&[("t", 0, 0, 2)])).expect("gone");
+        assert!(fewer.contains("fewer than the 3 mirrored"), "{fewer}");
+        assert_eq!(
+            source_topic_gone(&no_id, &source_meta(&[("t", 0, 0, 3)])),
+            None
+        );
+        assert_eq!(
+            source_topic_gone(&no_id, &source_meta(&[("t", 0, 0, 4)])),
+            None
+        );
+        assert_eq!(
+            source_topic_gone(&t, &source_meta(&[("t", 0, 0, 1)])),
+            None,
+            "an unmarked copy is not judged by its partition count"
+        );
     }
 
     #[test]
