@@ -907,6 +907,27 @@ impl MirrorStateCoordinator {
         self.ensure_loaded(&topic, state_partition).await
     }
 
+    /// The `__mirror_state` partition that holds (mirror, topic id, partition) is loaded
+    /// (true while the topic does not exist: nothing was ever recorded).
+    pub fn is_loaded_for(&self, mirror: &str, topic_id: Uuid, partition: i32) -> bool {
+        let Some(topic) = self.state_topic() else {
+            return true;
+        };
+        let state_partition =
+            partition_for(mirror, topic_id, partition, topic.partitions.len() as i32);
+        let loaded = self.loaded.borrow();
+        loaded.topic_id == Some(topic.id) && loaded.partitions.contains(&state_partition)
+    }
+
+    /// The mirrors that have keys in the loaded part of the table.
+    pub fn mirror_names(&self) -> BTreeSet<String> {
+        self.table
+            .borrow()
+            .iter()
+            .map(|(m, _, _, _)| m.to_string())
+            .collect()
+    }
+
     /// The LME recorded for (mirror, topic id, partition), -1 if none.
     pub fn lme(&self, mirror: &str, topic_id: Uuid, partition: i32) -> i32 {
         self.table

@@ -10,7 +10,7 @@
 //! shard), so waiting on a source cluster or on shards never stalls client traffic.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,12 +24,14 @@ use dataplane::shard::ShardRouter;
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, keys, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror,
-    DescribedMirrorPartition, DescribedMirrorTopic, DesiredMirrorState, LmeLookup, LmePartition,
-    LmeResult, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
-    MirrorStatesTopic, WriteMirrorStatesRequest,
+    DescribedMirrorPartition, DescribedMirrorTopic, LmeLookup, LmePartition, LmeResult,
+    MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry, MirrorStatesTopic,
+    WriteMirrorStatesRequest,
 };
 
 use super::coordinator::{MirrorStateCoordinator, MIRROR_STATE_TOPIC};
+pub use super::transitions::MirrorManagerConfig;
+use super::transitions::{self, Action, Inputs, Observed};
 
 /// How often the manager compares desired and actual states when nothing wakes it.
 const TICK: Duration = Duration::from_millis(200);
@@ -37,33 +39,12 @@ const TICK: Duration = Duration::from_millis(200);
 /// parallel, bounded).
 const ACTIONS_IN_FLIGHT_MAX: usize = 256;
 
-/// Settings of the manager (broker configs, reference §3.4).
-#[derive(Debug, Clone)]
-pub struct MirrorManagerConfig {
-    pub retry_initial_backoff_ms: u64,
-    pub retry_max_backoff_ms: u64,
-    /// 0: never retry automatically.
-    pub retry_max_attempts: i32,
-}
-
-impl Default for MirrorManagerConfig {
-    fn default() -> Self {
-        MirrorManagerConfig {
-            retry_initial_backoff_ms: 1000,
-            retry_max_backoff_ms: 300_000,
-            retry_max_attempts: 100,
-        }
-    }
-}
-
 /// A mirror partition as the manager tracks it between ticks.
 #[derive(Debug, Clone, Default)]
 struct PartitionRuntime {
     /// An action for it is running.
     busy: bool,
-    /// The fetcher was (re)started with this config.
-    fetching_with: Option<MirrorFetchConfig>,
-    /// FAILED: retry not before this.
+    /// FAILED (or a failed STOPPING): retry not before this.
     retry_at: Option<Instant>,
 }
 
@@ -77,9 +58,6 @@ pub struct MirrorManager {
     coordinator: Rc<MirrorStateCoordinator>,
     config: MirrorManagerConfig,
     partitions: RefCell<HashMap<Key, PartitionRuntime>>,
-    known_mirrors: RefCell<BTreeSet<String>>,
-    /// The state each owning shard's read-only gate was last given.
-    shard_states: RefCell<HashMap<TopicPartition, MirrorPartitionState>>,
     in_flight: Rc<glommio::sync::Semaphore>,
     wake: event_listener::Event,
 }
@@ -123,8 +101,6 @@ impl MirrorManager {
             coordinator,
             config,
             partitions: RefCell::new(HashMap::new()),
-            known_mirrors: RefCell::new(BTreeSet::new()),
-            shard_states: RefCell::new(HashMap::new()),
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
         })
@@ -193,17 +169,11 @@ impl MirrorManager {
         let Some(topic) = image.topic(&tp.topic).cloned() else {
             return;
         };
-        let key = (mirror.clone(), tp.clone());
         // Only a partition that is still mirroring fails this way.
         let entry = self.coordinator.entry(&mirror, topic.id, tp.partition);
         if MirrorPartitionState::from_code(entry.state) != Some(MirrorPartitionState::Mirroring) {
             return;
         }
-        self.partitions
-            .borrow_mut()
-            .entry(key)
-            .or_default()
-            .fetching_with = None;
         let error = StepError { message, retryable };
         self.fail(
             &image,
@@ -221,6 +191,8 @@ impl MirrorManager {
     async fn tick(self: &Rc<Self>) {
         let image = self.metadata.load();
         if image.topic(MIRROR_STATE_TOPIC).is_some() && !self.coordinator.is_loaded() {
+            // A partition that cannot load blocks only the mirror partitions whose states
+            // it holds (audit B-7): the others go on below.
             if let Err(e) = self.coordinator.load().await {
                 if matches!(
                     e,
@@ -228,12 +200,11 @@ impl MirrorManager {
                 ) {
                     tracing::debug!(error = %e, "__mirror_state is still being opened");
                 } else {
-                    tracing::warn!(error = %e, "cannot load __mirror_state yet");
+                    tracing::warn!(error = %e, "cannot load every __mirror_state partition yet");
                 }
-                return;
             }
         }
-        if !self.coordinator.is_loaded() && !image.mirrors.is_empty() {
+        if image.topic(MIRROR_STATE_TOPIC).is_none() && !image.mirrors.is_empty() {
             return;
         }
         self.forget_deleted_mirrors(&image).await;
@@ -257,7 +228,6 @@ impl MirrorManager {
             .collect();
         for key in stale {
             self.partitions.borrow_mut().remove(&key);
-            self.shard_states.borrow_mut().remove(&key.1);
             self.on_shard(&image, &key.1, move |ctx, tp| async move {
                 MirrorFetcherManager::remove_partition(&ctx, &tp).await;
                 ctx.mirror_fetchers.forget(&tp);
@@ -266,6 +236,8 @@ impl MirrorManager {
             .await
             .ok();
         }
+        let observed = self.observe(&image).await;
+        let now = Instant::now();
         // PREPARING partitions are grouped per mirror: one LME look-up for all of them.
         let mut preparing: BTreeMap<String, Vec<(Arc<TopicImage>, i32, MirrorStateEntry)>> =
             BTreeMap::new();
@@ -290,12 +262,34 @@ impl MirrorManager {
                 if runtime.busy {
                     continue;
                 }
+                if !self
+                    .coordinator
+                    .is_loaded_for(mirror, topic.id, p.partition)
+                {
+                    continue;
+                }
+                // A shard that did not answer is asked again next tick.
+                let Some(observed) = observed.get(&key.1) else {
+                    continue;
+                };
                 let entry = self.coordinator.entry(mirror, topic.id, p.partition);
-                let state = MirrorPartitionState::from_code(entry.state)
-                    .unwrap_or(MirrorPartitionState::Unknown);
-                let action = self.decide(desired, state, &entry, &runtime, &image, mirror, &key.1);
+                let config = image
+                    .mirrors
+                    .get(mirror)
+                    .map(|m| MirrorFetchConfig::from_image(m));
+                let action = transitions::decide(
+                    &self.config,
+                    Inputs {
+                        desired,
+                        stored: &entry,
+                        observed,
+                        config: config.as_ref(),
+                        retry_at: runtime.retry_at,
+                        now,
+                    },
+                );
                 if action != Action::None {
-                    tracing::debug!(%mirror, topic = %topic.name, partition = p.partition, ?desired, %state, ?action, "mirror manager decision");
+                    tracing::debug!(%mirror, topic = %topic.name, partition = p.partition, ?desired, state = entry.state, ?action, "mirror manager decision");
                 }
                 match action {
                     Action::None => {}
@@ -358,13 +352,15 @@ impl MirrorManager {
             .busy = busy;
     }
 
+    /// Tombstones the `__mirror_state` keys of mirrors that no longer exist. Which
+    /// mirrors those are comes from the loaded table itself, not from memory, so a
+    /// restart in the middle of a DeleteMirror still finishes it (audit B-16).
     async fn forget_deleted_mirrors(&self, image: &MetadataImage) {
-        let now: BTreeSet<String> = image.mirrors.keys().cloned().collect();
         let gone: Vec<String> = self
-            .known_mirrors
-            .borrow()
-            .difference(&now)
-            .cloned()
+            .coordinator
+            .mirror_names()
+            .into_iter()
+            .filter(|m| !image.mirrors.contains_key(m))
             .collect();
         for mirror in &gone {
             match self.coordinator.tombstone_mirror(mirror).await {
@@ -385,67 +381,47 @@ impl MirrorManager {
                     })
                     .await;
             }
-            self.known_mirrors.borrow_mut().remove(mirror);
         }
-        self.known_mirrors.borrow_mut().extend(now);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn decide(
-        &self,
-        desired: DesiredMirrorState,
-        state: MirrorPartitionState,
-        entry: &MirrorStateEntry,
-        runtime: &PartitionRuntime,
-        image: &MetadataImage,
-        mirror: &str,
-        tp: &TopicPartition,
-    ) -> Action {
-        use DesiredMirrorState as D;
-        use MirrorPartitionState as S;
-        let marked = |s: S| self.shard_states.borrow().get(tp) == Some(&s);
-        match (desired, state) {
-            (D::Stopped, S::Stopped) if marked(S::Stopped) => Action::None,
-            (D::Paused, S::Paused) if marked(S::Paused) => Action::None,
-            (D::Stopped, S::Stopped) => Action::MarkStopped,
-            (D::Stopped, _) => Action::Stop,
-            (D::Paused, S::Paused) => Action::MarkPaused,
-            // Never prepared: stays as it is until resumed.
-            (D::Paused, S::Unknown | S::Stopped) => Action::None,
-            (D::Paused, _) => Action::Pause,
-            (D::Mirroring, S::Failed) => {
-                let attempt = entry.retry_attempt;
-                let max = self.config.retry_max_attempts;
-                if attempt < 0 || (max > 0 && i32::from(attempt) >= max) || max == 0 {
-                    return if marked(S::Failed) {
-                        Action::None
-                    } else {
-                        Action::MarkFailed
-                    };
-                }
-                match runtime.retry_at {
-                    Some(at) if at > Instant::now() => Action::None,
-                    _ => match S::from_code(entry.previous_state) {
-                        Some(S::Mirroring | S::Paused | S::Pausing) => Action::Resume,
-                        _ => Action::Prepare,
-                    },
-                }
+    /// What each owning shard actually does for every mirror partition: one call per
+    /// shard per tick.
+    async fn observe(&self, image: &MetadataImage) -> HashMap<TopicPartition, Observed> {
+        let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
+        for topic in image.topics.values().filter(|t| t.mirror().is_some()) {
+            for p in &topic.partitions {
+                by_shard
+                    .entry(p.shard)
+                    .or_default()
+                    .push(TopicPartition::new(topic.name.as_str(), p.partition));
             }
-            (D::Mirroring, S::Unknown | S::Stopped | S::Preparing) => Action::Prepare,
-            (D::Mirroring, S::Stopping) => Action::Stop,
-            (D::Mirroring, S::Paused | S::Pausing) => Action::Resume,
-            (D::Mirroring, S::Mirroring) => {
-                let config = image
-                    .mirrors
-                    .get(mirror)
-                    .map(|m| MirrorFetchConfig::from_image(m));
-                if config.is_some() && runtime.fetching_with != config {
-                    Action::Resume
-                } else {
-                    Action::None
+        }
+        let mut out = HashMap::new();
+        for (shard, tps) in by_shard {
+            let answer = self
+                .router
+                .call(shard, move |ctx| async move {
+                    tps.into_iter()
+                        .map(|tp| {
+                            let fetching = ctx.mirror_fetchers.fetching(&tp);
+                            let observed = Observed {
+                                gate: ctx.mirror_fetchers.state(&tp),
+                                fetch_healthy: fetching.as_ref().is_some_and(|f| f.1),
+                                fetching_with: fetching.map(|f| f.0),
+                            };
+                            (tp, observed)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .await;
+            match answer {
+                Ok(rows) => out.extend(rows),
+                Err(e) => {
+                    tracing::debug!(shard, error = %e, "mirror manager: shard did not answer")
                 }
             }
         }
+        out
     }
 
     async fn act(
@@ -462,17 +438,17 @@ impl MirrorManager {
             Action::None | Action::Prepare => return,
             Action::MarkStopped => (
                 MirrorPartitionState::Stopped,
-                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Stopped)
+                self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
                     .await,
             ),
             Action::MarkPaused => (
                 MirrorPartitionState::Paused,
-                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Paused)
+                self.set_shard_state(image, &tp, MirrorPartitionState::Paused)
                     .await,
             ),
             Action::MarkFailed => (
                 MirrorPartitionState::Failed,
-                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Failed)
+                self.set_shard_state(image, &tp, MirrorPartitionState::Failed)
                     .await,
             ),
             Action::Stop => (
@@ -487,6 +463,11 @@ impl MirrorManager {
                 MirrorPartitionState::Mirroring,
                 self.resume(image, topic, mirror, partition, &entry).await,
             ),
+            Action::ClearRetry => (
+                MirrorPartitionState::Mirroring,
+                self.clear_retry(image, topic, mirror, partition, &entry)
+                    .await,
+            ),
         };
         if let Err(e) = result {
             let entry = self.coordinator.entry(mirror, topic.id, partition);
@@ -495,7 +476,7 @@ impl MirrorManager {
         }
         if !matches!(
             action,
-            Action::MarkStopped | Action::MarkPaused | Action::MarkFailed
+            Action::MarkStopped | Action::MarkPaused | Action::MarkFailed | Action::ClearRetry
         ) {
             self.poke();
         }
@@ -610,18 +591,16 @@ impl MirrorManager {
             tracing::debug!(%mirror, %tp, "partition log not open yet; retrying");
             return;
         }
-        let previous_attempts =
-            if MirrorPartitionState::from_code(entry.state) == Some(MirrorPartitionState::Failed) {
-                entry.retry_attempt.max(0)
-            } else {
-                0
-            };
-        let attempt = if error.retryable {
-            previous_attempts.saturating_add(1)
+        let attempt = transitions::next_attempt(entry, error.retryable);
+        // A STOPPING that cannot finish is retried too (with backoff), whatever the
+        // failure: its steps are local.
+        let backoff_attempt = if during == MirrorPartitionState::Stopping {
+            entry.retry_attempt.max(0).saturating_add(1)
         } else {
-            -1
+            attempt
         };
-        let backoff = retry_backoff(&self.config, attempt);
+        let backoff =
+            transitions::retry_backoff(&self.config, backoff_attempt, transitions::jitter());
         tracing::warn!(%mirror, %tp, during = %during, attempt, error = %error.message, retry_in_ms = backoff.as_millis() as u64, "mirror partition FAILED");
         let previous = if during == MirrorPartitionState::Failed {
             MirrorPartitionState::from_code(entry.previous_state)
@@ -646,7 +625,7 @@ impl MirrorManager {
             tracing::error!(%mirror, %tp, error = %e.message, "could not persist FAILED");
         }
         let _ = self
-            .set_shard_state(image, mirror, &tp, MirrorPartitionState::Failed)
+            .set_shard_state(image, &tp, MirrorPartitionState::Failed)
             .await;
         let key = (mirror.to_string(), tp);
         let mut parts = self.partitions.borrow_mut();
@@ -682,7 +661,6 @@ impl MirrorManager {
     async fn set_shard_state(
         &self,
         image: &MetadataImage,
-        mirror: &str,
         tp: &TopicPartition,
         state: MirrorPartitionState,
     ) -> Result<(), StepError> {
@@ -694,16 +672,6 @@ impl MirrorManager {
             Ok(())
         })
         .await?;
-        self.shard_states.borrow_mut().insert(tp.clone(), state);
-        if state != MirrorPartitionState::Mirroring {
-            if let Some(rt) = self
-                .partitions
-                .borrow_mut()
-                .get_mut(&(mirror.to_string(), tp.clone()))
-            {
-                rt.fetching_with = None;
-            }
-        }
         Ok(())
     }
 
@@ -720,7 +688,7 @@ impl MirrorManager {
         self.write_state(image, topic, mirror, partition, to, from, 0, None, -1)
             .await?;
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        self.set_shard_state(image, mirror, &tp, to).await
+        self.set_shard_state(image, &tp, to).await
     }
 
     /// PREPARING for a group of partitions of one mirror: persist PREPARING, one LME
@@ -737,7 +705,7 @@ impl MirrorManager {
                 .unwrap_or(MirrorPartitionState::Unknown);
             let tp = TopicPartition::new(topic.name.as_str(), *p);
             let step = async {
-                self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Preparing)
+                self.set_shard_state(image, &tp, MirrorPartitionState::Preparing)
                     .await?;
                 if current != MirrorPartitionState::Preparing {
                     let previous = if current == MirrorPartitionState::Failed {
@@ -825,6 +793,12 @@ impl MirrorManager {
             }
             let lme = lmes.get(&(topic.id, p)).copied().unwrap_or(-1);
             let tp = TopicPartition::new(topic.name.as_str(), p);
+            // A retry keeps its counter until the fetcher is healthy (ClearRetry).
+            let retry = self
+                .coordinator
+                .entry(mirror, topic.id, p)
+                .retry_attempt
+                .max(0);
             let result = async {
                 let truncated = self
                     .on_shard(image, &tp, move |ctx, tp| async move {
@@ -838,7 +812,7 @@ impl MirrorManager {
                     p,
                     MirrorPartitionState::Mirroring,
                     MirrorPartitionState::Preparing,
-                    0,
+                    retry,
                     None,
                     truncated,
                 )
@@ -986,22 +960,19 @@ impl MirrorManager {
             .get(mirror)
             .map(|m| MirrorFetchConfig::from_image(m))
             .ok_or_else(|| StepError::from(format!("mirror {mirror} no longer exists")))?;
-        let c = config.clone();
         self.on_shard(image, tp, move |ctx, tp| async move {
             ctx.mirror_fetchers
                 .set_state(&tp, MirrorPartitionState::Mirroring);
-            MirrorFetcherManager::add_partition(&ctx, tp, c);
+            MirrorFetcherManager::add_partition(&ctx, tp, config);
             Ok(())
         })
         .await?;
-        self.shard_states
-            .borrow_mut()
-            .insert(tp.clone(), MirrorPartitionState::Mirroring);
         let key = (mirror.to_string(), tp.clone());
-        let mut parts = self.partitions.borrow_mut();
-        let rt = parts.entry(key).or_default();
-        rt.fetching_with = Some(config);
-        rt.retry_at = None;
+        self.partitions
+            .borrow_mut()
+            .entry(key)
+            .or_default()
+            .retry_at = None;
         Ok(())
     }
 
@@ -1029,6 +1000,33 @@ impl MirrorManager {
             &TopicPartition::new(topic.name.as_str(), partition),
         )
         .await
+    }
+
+    /// A retried partition fetches again: MIRRORING with the retry counter back at 0.
+    async fn clear_retry(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+    ) -> Result<(), StepError> {
+        let previous = MirrorPartitionState::from_code(entry.previous_state)
+            .unwrap_or(MirrorPartitionState::Unknown);
+        self.write_state(
+            image,
+            topic,
+            mirror,
+            partition,
+            MirrorPartitionState::Mirroring,
+            previous,
+            0,
+            None,
+            -1,
+        )
+        .await?;
+        tracing::info!(%mirror, topic = %topic.name, partition, attempts = entry.retry_attempt, "mirror partition fetches again after retries");
+        Ok(())
     }
 
     /// Persists `target` unless the partition is already in it (re-entering a state after
@@ -1077,7 +1075,7 @@ impl MirrorManager {
             MirrorPartitionState::Pausing,
         )
         .await?;
-        self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Pausing)
+        self.set_shard_state(image, &tp, MirrorPartitionState::Pausing)
             .await?;
         self.settle(
             image,
@@ -1110,7 +1108,7 @@ impl MirrorManager {
         )
         .await?;
         // 1. Remove the fetcher (and keep the partition read-only meanwhile).
-        self.set_shard_state(image, mirror, &tp, MirrorPartitionState::Stopping)
+        self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
             .await?;
         // 2. Bump the partition leader epoch above every batch epoch in the log.
         let latest = self
@@ -1194,6 +1192,30 @@ impl MirrorManager {
                                 kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
                             response.error_message = Some(format!(
                                 "the last mirrored epochs of mirror {m} are not loaded yet: {e}"
+                            ));
+                            return response;
+                        }
+                    }
+                }
+            }
+            // Failback from us needs our side stopped first (reference §2.8, §4.5;
+            // audit B-8): until STOPPING has truncated to the LSO and recorded the LME,
+            // the asker would get no LME, or copy a tail we are about to cut.
+            for m in &mirrors {
+                for l in &request.lme_lookups {
+                    for p in &l.partitions {
+                        let entry = self.coordinator.entry(m, l.topic_id, *p);
+                        let state = MirrorPartitionState::from_code(entry.state)
+                            .unwrap_or(MirrorPartitionState::Unknown);
+                        if !matches!(
+                            state,
+                            MirrorPartitionState::Stopped | MirrorPartitionState::Unknown
+                        ) {
+                            response.error_code = errors::MIRROR_TOPIC_BEING_STOPPED;
+                            response.error_message = Some(format!(
+                                "partition {p} of topic id {} is {} in mirror {m} on this cluster: fail back once it is STOPPED",
+                                l.topic_id,
+                                state.name()
                             ));
                             return response;
                         }
@@ -1335,33 +1357,4 @@ impl MirrorManager {
         }
         out
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
-    None,
-    Prepare,
-    Resume,
-    Pause,
-    Stop,
-    MarkStopped,
-    MarkPaused,
-    MarkFailed,
-}
-
-/// Exponential backoff with ±20% jitter for FAILED retries (reference §4.5).
-fn retry_backoff(config: &MirrorManagerConfig, attempt: i16) -> Duration {
-    if attempt < 0 {
-        return Duration::from_secs(3600);
-    }
-    let exp = u32::try_from(attempt.max(1) - 1).unwrap_or(0).min(30);
-    let base = config
-        .retry_initial_backoff_ms
-        .saturating_mul(1u64 << exp)
-        .min(config.retry_max_backoff_ms.max(1));
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let jitter = 0.8 + 0.4 * (f64::from(nanos % 1000) / 1000.0);
-    Duration::from_millis((base as f64 * jitter) as u64)
 }

@@ -1,7 +1,7 @@
 //! The control plane's mirror side: the `__mirror_state` records ([`records`]) and the
 //! [`MirrorStateCoordinator`] that keeps mirror partition states and LMEs in them
 //! (`kip1279-reference.md` §5, `DECISIONS.md` "`__mirror_state`"), the [`manager`] of
-//! mirror partition states, and the periodic metadata [`sync`] of configs, partitions,
+//! mirror partition states (its decision table in [`transitions`]), and the periodic metadata [`sync`] of configs, partitions,
 //! group offsets and source health (§8).
 
 pub mod coordinator;
@@ -9,6 +9,7 @@ pub mod manager;
 pub mod records;
 pub mod service;
 pub mod sync;
+pub mod transitions;
 
 pub use coordinator::{
     CoordinatorError, KeyedRecord, MirrorStateCoordinator, MirrorStateLog, MirrorStateTable,

@@ -156,6 +156,17 @@ impl MirrorFetcherManager {
         self.fetchers.borrow().values().find_map(|f| f.status(tp))
     }
 
+    /// The fetcher that holds `tp`, if one does: its config, and whether it has fetched
+    /// from the source without error since it took the partition. The mirror manager
+    /// compares this with the stored state on every tick.
+    pub fn fetching(&self, tp: &TopicPartition) -> Option<(MirrorFetchConfig, bool)> {
+        self.fetchers.borrow().values().find_map(|f| {
+            let status = f.status(tp)?;
+            let healthy = status.last_error.is_none() && status.source_high_watermark >= 0;
+            Some((f.config().clone(), healthy))
+        })
+    }
+
     /// Starts fetching `tp` from the mirror's source (idempotent). A changed config
     /// restarts that mirror's fetcher with the new settings.
     pub fn add_partition(ctx: &Rc<ShardCtx>, tp: TopicPartition, config: MirrorFetchConfig) {
