@@ -1210,3 +1210,239 @@ fn failover_with_an_open_transaction_and_the_source_down() {
     assert!(seen.contains("\"r\": 4050"), "{seen}");
     assert_eq!(json_field(&seen, "duplicates"), 0);
 }
+
+/// The MIRROR_PID_RESET batches in each of a topic's partitions.
+fn pid_resets(broker: &Broker, topic: &str, partitions: i32) -> Vec<usize> {
+    (0..partitions)
+        .map(|p| {
+            read_log(&broker.bootstrap(), topic, p)
+                .iter()
+                .filter(|x| {
+                    x.is_control()
+                        && x.control_record()
+                            .is_ok_and(|r| r.kind == dataplane::wire::ControlType::MirrorPidReset)
+                })
+                .count()
+        })
+        .collect()
+}
+
+/// Failback while the other side is still STOPPING (audit B-8, B-9): B's STOPPING stalls
+/// after its truncation (a fail point), before it has recorded its LME. A's failback must
+/// not take "no LME" for an answer and truncate its log to 0: its partitions go FAILED
+/// with the reason, retry with a counter that grows (it used to restart at 1 on every
+/// retry) and backoff, and once B finishes stopping A copies only what it lacks and its
+/// counter goes back to 0.
+#[test]
+fn failback_waits_until_the_other_side_is_stopped() {
+    let Some(py) = confluent_kafka_python("failback waits") else {
+        return;
+    };
+    let a = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topic = "orders";
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "2", "--count", "2000"],
+    );
+    start_mirror(&b, "ab", &a, &[topic]);
+    wait_caught_up(&b, "ab", &a, topic, 2);
+    b.stop_term();
+    b.set_fail_points(&["stopping.after_truncate=hang"]);
+    b.restart_after_stop();
+    wait_caught_up(&b, "ab", &a, topic, 2);
+    let r = remove_topics(&b.bootstrap(), "ab", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPING",
+        Duration::from_secs(30),
+        |d| all_in(d, "STOPPING"),
+    );
+    let before = log_ends(&a.bootstrap(), topic, 2);
+    // Fail back to A while B is still stopping.
+    start_mirror(&a, "ba", &b, &[topic]);
+    let d = wait_for(
+        &a.bootstrap(),
+        "ba",
+        "FAILED with growing retries",
+        Duration::from_secs(60),
+        |d| {
+            partitions(d)
+                .values()
+                .all(|p| p.state == "FAILED" && p.retry_attempt >= 3)
+        },
+    );
+    for p in partitions(&d).values() {
+        let message = p.error_message.clone().unwrap_or_default();
+        assert!(
+            message.contains("STOPPING") && message.contains("fail back once it is STOPPED"),
+            "the reason is given: {p:?}"
+        );
+    }
+    assert_eq!(
+        log_ends(&a.bootstrap(), topic, 2),
+        before,
+        "A's log is kept while it waits"
+    );
+    // B finishes STOPPING after a restart without the fail point (a hung task would
+    // hold a clean shutdown up: kill it).
+    b.kill9();
+    b.set_fail_points(&[]);
+    b.restart_after_stop();
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    );
+    wait_caught_up(&a, "ba", &b, topic, 2);
+    let d = wait_for(
+        &a.bootstrap(),
+        "ba",
+        "retry counters cleared",
+        Duration::from_secs(60),
+        |d| {
+            partitions(d)
+                .values()
+                .all(|p| p.state == "MIRRORING" && p.retry_attempt == 0)
+        },
+    );
+    for p in partitions(&d).values() {
+        assert!(p.truncated_records <= 0, "nothing of A was cut: {p:?}");
+    }
+    assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 2);
+    assert_eq!(pid_resets(&a, topic, 2), vec![1, 1], "B's reset reached A");
+}
+
+/// A crash between any two STOPPING steps, and in the middle of a DeleteMirror, at that
+/// exact point (fail points abort the process there): after a restart STOPPING finishes
+/// with exactly one MIRROR_PID_RESET and the LME recorded, no record lost or added; the
+/// deleted mirror's `__mirror_state` keys are tombstoned although the broker that
+/// committed the DeleteMirror died before writing them (audit B-16).
+#[test]
+fn a_crash_at_each_stopping_step_and_in_delete_mirror_finishes_after_restart() {
+    let Some(py) = confluent_kafka_python("stopping crash points") else {
+        return;
+    };
+    const POINTS: [&str; 6] = [
+        "stopping.after_record",
+        "stopping.after_fetcher_removed",
+        "stopping.after_epoch_bump",
+        "stopping.after_truncate",
+        "stopping.after_lme",
+        "stopping.after_pid_reset",
+    ];
+    let a = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topics: Vec<String> = (0..POINTS.len()).map(|i| format!("step{i}")).collect();
+    for t in &topics {
+        load(
+            &py,
+            &a,
+            &["--topic", t, "--partitions", "1", "--count", "300"],
+        );
+    }
+    let names: Vec<&str> = topics.iter().map(String::as_str).collect();
+    start_mirror(&b, "m", &a, &names);
+    for t in &topics {
+        wait_caught_up(&b, "m", &a, t, 1);
+    }
+    let state_of = |d: &DescribedMirror, topic: &str| -> String {
+        partitions(d)
+            .get(&(topic.to_string(), 0))
+            .map(|p| p.state.clone())
+            .unwrap_or_default()
+    };
+    for (point, topic) in POINTS.iter().zip(&topics) {
+        b.stop_term();
+        b.set_fail_points(&[point]);
+        b.restart_after_stop();
+        // The answer may be lost to the abort it sets off; the removal is committed
+        // before any STOPPING step runs.
+        let bootstrap = b.bootstrap();
+        let _ = std::panic::catch_unwind(|| remove_topics(&bootstrap, "m", &[topic]));
+        let status = b.wait_exit(Duration::from_secs(60));
+        assert!(!status.success(), "{point}: the fail point aborted");
+        assert!(b.log().contains(point), "{point} was reached");
+        b.set_fail_points(&[]);
+        b.restart_after_stop();
+        let d = wait_for(
+            &b.bootstrap(),
+            "m",
+            "STOPPED after the crash",
+            Duration::from_secs(60),
+            |d| state_of(d, topic) == "STOPPED",
+        );
+        let p = partitions(&d)[&(topic.to_string(), 0)].clone();
+        assert!(p.last_mirrored_epoch >= 0, "{point}: LME recorded: {p:?}");
+        assert_eq!(pid_resets(&b, topic, 1), vec![1], "{point}: one reset");
+        let source_end = log_ends(&a.bootstrap(), topic, 1)[&(topic.clone(), 0)];
+        let local_end = log_ends(&b.bootstrap(), topic, 1)[&(topic.clone(), 0)];
+        assert_eq!(
+            local_end,
+            source_end + 1,
+            "{point}: the source's records and one reset"
+        );
+    }
+    // DeleteMirror, with the broker dying before it tombstones the mirror's states.
+    b.stop_term();
+    b.set_fail_points(&["mirror.delete.before_tombstones"]);
+    b.restart_after_stop();
+    let bootstrap = b.bootstrap();
+    let _ = std::panic::catch_unwind(|| delete_mirror(&bootstrap, "m"));
+    b.wait_exit(Duration::from_secs(60));
+    b.set_fail_points(&[]);
+    b.restart_after_stop();
+    let read = || match rpc(
+        &b.bootstrap(),
+        dataplane::wire::mirror::MirrorRequest::ReadMirrorStates(
+            dataplane::wire::mirror::ReadMirrorStatesRequest {
+                mirror_name: "m".into(),
+                topics: topics.iter().map(|t| (t.clone(), vec![0])).collect(),
+            },
+        ),
+    ) {
+        dataplane::wire::mirror::MirrorResponse::ReadMirrorStates(r) => r,
+        other => panic!("{other:?}"),
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = read();
+        let left: Vec<_> = r
+            .topics
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter(|p| p.state != dataplane::wire::mirror::MirrorPartitionState::Unknown.code())
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "states left after the restart: {left:?}\n{}",
+            b.log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The topics stay, writable, with their data.
+    for t in &topics {
+        load(
+            &py,
+            &b,
+            &[
+                "--topic",
+                t,
+                "--partitions",
+                "1",
+                "--count",
+                "10",
+                "--prefix",
+                "after",
+            ],
+        );
+    }
+}

@@ -101,6 +101,8 @@ pub struct Broker {
     child: Option<Child>,
     /// Starts so far; names the log file of each incarnation.
     starts: u32,
+    /// Extra environment of the next starts (fail points).
+    env: Vec<(String, String)>,
 }
 
 impl Broker {
@@ -125,6 +127,7 @@ impl Broker {
             config,
             child: None,
             starts: 0,
+            env: Vec::new(),
         };
         broker.spawn_and_wait();
         broker
@@ -207,6 +210,9 @@ impl Broker {
         }
         // Plain log lines (no ANSI colours), so that they can be searched.
         cmd.env("NO_COLOR", "1");
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
         let child = cmd.spawn().expect("spawn twinlog serve");
         self.child = Some(child);
         let started = Instant::now();
@@ -253,6 +259,34 @@ impl Broker {
             started.elapsed(),
             self.dir.path().display()
         );
+    }
+
+    /// Arms these fail points (`dataplane::failpoint`) from the next start on; an empty
+    /// list disarms them.
+    pub fn set_fail_points(&mut self, points: &[&str]) {
+        self.env.retain(|(k, _)| k != "TWINLOG_FAIL_POINTS");
+        if !points.is_empty() {
+            self.env
+                .push(("TWINLOG_FAIL_POINTS".to_string(), points.join(",")));
+        }
+    }
+
+    /// Waits until the process exits by itself (a fail point), then reaps it.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let started = Instant::now();
+        loop {
+            let child = self.child.as_mut().expect("broker is running");
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "broker did not exit within {timeout:?}\n{}",
+                self.log_tail(40)
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Starts the broker again on the same port and data directory.

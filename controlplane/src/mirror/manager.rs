@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use dataplane::client::cluster::SourceCluster;
 use dataplane::client::ConnectionConfig;
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
+use dataplane::failpoint::fail_point;
 use dataplane::fetcher::{self, MirrorEvent, MirrorFetchConfig, MirrorFetcherManager};
 use dataplane::metadata::{MetadataCell, MetadataImage, TopicImage};
 use dataplane::shard::ShardRouter;
@@ -363,6 +364,7 @@ impl MirrorManager {
             .filter(|m| !image.mirrors.contains_key(m))
             .collect();
         for mirror in &gone {
+            fail_point("mirror.delete.before_tombstones").await;
             match self.coordinator.tombstone_mirror(mirror).await {
                 Ok(n) => {
                     tracing::info!(%mirror, keys = n, "mirror deleted: its __mirror_state keys are tombstoned")
@@ -1107,13 +1109,15 @@ impl MirrorManager {
             MirrorPartitionState::Stopping,
         )
         .await?;
+        fail_point("stopping.after_record").await;
         // 1. Remove the fetcher (and keep the partition read-only meanwhile).
         self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
             .await?;
+        fail_point("stopping.after_fetcher_removed").await;
         // 2. Bump the partition leader epoch above every batch epoch in the log.
         let latest = self
             .on_shard(image, &tp, |ctx, tp| async move {
-                fetcher::latest_epoch(&ctx, &tp).await
+                fetcher::stop_epoch_to_exceed(&ctx, &tp).await
             })
             .await?;
         if let Some(epoch) = latest {
@@ -1134,17 +1138,20 @@ impl MirrorManager {
                 }
             }
         }
+        fail_point("stopping.after_epoch_bump").await;
         // 3. Truncate to the LSO; 4. persist the LME.
         let lme = self
             .on_shard(image, &tp, |ctx, tp| async move {
                 fetcher::stop_truncate(&ctx, &tp).await
             })
             .await?;
+        fail_point("stopping.after_truncate").await;
         if let Some(lme) = lme {
             if lme >= 0 {
                 self.write_lme(mirror, topic, partition, lme).await?;
             }
         }
+        fail_point("stopping.after_lme").await;
         // 5. The MIRROR_PID_RESET control batch.
         let source_cluster_id = image
             .mirrors
@@ -1155,6 +1162,7 @@ impl MirrorManager {
             fetcher::stop_append_pid_reset(&ctx, &tp, &source_cluster_id).await
         })
         .await?;
+        fail_point("stopping.after_pid_reset").await;
         // 6. STOPPED: writable.
         self.settle(
             image,

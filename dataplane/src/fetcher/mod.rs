@@ -299,6 +299,30 @@ pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult
     Ok(log.latest_epoch().map(|e| e.0))
 }
 
+/// STOPPING step 2: the epoch the partition's leader epoch must be raised above — the
+/// latest batch epoch in the log — or `None` when there is nothing to raise: no batch
+/// with an epoch, or this STOPPING's own MIRROR_PID_RESET is already the last batch (a
+/// re-run after a crash past step 5; raising again would disown that reset and write a
+/// second one).
+pub async fn stop_epoch_to_exceed(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+) -> StepResult<Option<i32>> {
+    let epoch = current_epoch(ctx, tp)?;
+    let partition = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let log = partition
+        .log
+        .read()
+        .await
+        .map_err(|_| format!("partition {tp} is closed"))?;
+    if last_batch_is_own_pid_reset(&log, epoch).await? {
+        return Ok(None);
+    }
+    Ok(log.latest_epoch().map(|e| e.0))
+}
+
 /// STOPPING step 3: truncates to the LSO. Returns the LME to persist (step 4), or `None`
 /// when this STOPPING's own MIRROR_PID_RESET batch is already the log's last batch: a
 /// re-run after a crash, whose LME was persisted before the batch was written.
