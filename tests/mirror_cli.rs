@@ -9,19 +9,9 @@
 mod support;
 
 use std::process::Command;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use dataplane::client::BlockingConnection;
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use support::{free_port, run_command, Broker, CmdOutput};
+use support::{free_port, produce_batch, run_command, Broker, CmdOutput};
 
 /// Broker config of both clusters: a small `__mirror_state` keeps start-up quick.
 const BROKER_CONFIG: &str = "\"mirror.state.topic.num.partitions\" = 3\n";
@@ -445,67 +435,6 @@ fn mirror_admin_over_the_wire() {
     );
 }
 
-/// One uncompressed batch of `count` records.
-fn batch(count: i64) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("batch encodes");
-    buf.freeze()
-}
-
-/// Produces `count` records to `topic`-0 (acks=all).
-fn produce(bootstrap: &str, topic: &str, count: i64) {
-    let mut conn =
-        BlockingConnection::connect(bootstrap, "mirror-cli-test", Duration::from_secs(10))
-            .expect("connect to produce");
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(10_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(batch(count)))])]);
-    // A new topic may take a moment to accept records.
-    let started = Instant::now();
-    loop {
-        let resp = conn.send(&request, 9).expect("produce");
-        let code = resp.responses[0].partition_responses[0].error_code;
-        if code == 0 {
-            return;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "produce to {topic} keeps failing with {code}"
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// The failover and the mirror's end: remove when caught up, STOPPED, delete, re-create.
 #[test]
 fn mirror_remove_delete_and_recreate() {
@@ -518,7 +447,7 @@ fn mirror_remove_delete_and_recreate() {
         twinlog(&src, &["topic", "create", "orders", "--partitions", "2"]),
         &bs,
     );
-    produce(&src, "orders", 10);
+    produce_batch(&src, "orders", 0, 10);
     ok(
         twinlog(&dst, &["mirror", "create", "m", "--source", &src]),
         &bs,

@@ -1114,41 +1114,7 @@ fn failover_with_an_open_transaction_and_the_source_down() {
     start_mirror(&b, "dr", &a, &[topic]);
     wait_caught_up(&b, "dr", &a, topic, 8);
     // A transaction stays open on the source; the mirror copies its records.
-    let mut open = spawn_python(
-        &py,
-        "mirror_load.py",
-        &[
-            "--bootstrap",
-            &a.bootstrap(),
-            "--topic",
-            topic,
-            "--partitions",
-            "4",
-            "--txn-rounds",
-            "1",
-            "--txn-records",
-            "200",
-            "--txn-id",
-            "open-txn",
-            "--open-txn",
-            "--prefix",
-            "open",
-        ],
-        a.dir(),
-        "open-txn",
-    );
-    let start = std::time::Instant::now();
-    loop {
-        let out = std::fs::read_to_string(a.dir().join("open-txn.stdout")).unwrap_or_default();
-        if out.contains("\"open\": true") {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "open transaction not started"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut open = open_transaction(&py, &a, topic);
     wait_caught_up(&b, "dr", &a, topic, 8);
     // The source dies with the transaction open.
     a.kill9();
@@ -1209,6 +1175,137 @@ fn failover_with_an_open_transaction_and_the_source_down() {
     // 4000 idempotent + the committed round (50) of the first run.
     assert!(seen.contains("\"r\": 4050"), "{seen}");
     assert_eq!(json_field(&seen, "duplicates"), 0);
+}
+
+/// Starts a transactional producer that writes 200 records to 4 partitions of `topic`
+/// and leaves its transaction open; returns once the records are acknowledged.
+// The caller owns the returned child and waits for it (the lint cannot see that).
+#[allow(clippy::zombie_processes)]
+fn open_transaction(py: &std::path::Path, broker: &Broker, topic: &str) -> std::process::Child {
+    let mut child = spawn_python(
+        py,
+        "mirror_load.py",
+        &[
+            "--bootstrap",
+            &broker.bootstrap(),
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--txn-rounds",
+            "1",
+            "--txn-records",
+            "200",
+            "--txn-id",
+            "open-txn",
+            "--open-txn",
+            "--prefix",
+            "open",
+        ],
+        broker.dir(),
+        "open-txn",
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let out = std::fs::read_to_string(broker.dir().join("open-txn.stdout")).unwrap_or_default();
+        if out.contains("\"open\": true") {
+            return child;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("open transaction not started");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A chain A->B->C where B fails over while a transaction of A's is open (audit B-2):
+/// B's STOPPING cuts the open transaction's records (truncation to the LSO) after C
+/// has copied them. C must cut them too, following B's new history: it ends with B's
+/// log byte for byte (B's reset included), and read_committed readers on C are not
+/// stuck behind a transaction that will never end there.
+#[test]
+fn a_chain_follows_what_the_middle_failover_cut() {
+    let Some(py) = confluent_kafka_python("chain follows the cut") else {
+        return;
+    };
+    let mut a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let c = Broker::start(BROKER_CONFIG);
+    let topic = "chained";
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "4", "--count", "2000"],
+    );
+    start_mirror(&b, "ab", &a, &[topic]);
+    wait_caught_up(&b, "ab", &a, topic, 8);
+    start_mirror(&c, "bc", &b, &[topic]);
+    wait_caught_up(&c, "bc", &b, topic, 8);
+    let mut open = open_transaction(&py, &a, topic);
+    wait_caught_up(&b, "ab", &a, topic, 8);
+    wait_caught_up(&c, "bc", &b, topic, 8);
+    let before = log_ends(&c.bootstrap(), topic, 4);
+    // C is frozen (SIGSTOP) through B's failover and B's first new writes: when it
+    // thaws, its fetcher goes on from where it was, at an offset B now holds other
+    // records at. Only the epochs tell.
+    c.signal("STOP");
+    a.kill9();
+    let _ = open.kill();
+    let _ = open.wait();
+    failover(&b, "ab", topic);
+    let after = log_ends(&b.bootstrap(), topic, 4);
+    assert!(
+        after.iter().any(|(k, end)| *end < before[k]),
+        "B's failover cut the open transaction: {before:?} -> {after:?}"
+    );
+    // New writes on B that end exactly where C's log ends, so that the records B
+    // serves from C's end on line up with C's batches: nothing but the epochs differs.
+    for (k, end) in &after {
+        let gap = before[k] - end;
+        if gap > 0 {
+            produce_batch(&b.bootstrap(), topic, k.1, gap);
+        }
+    }
+    load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "800",
+            "--prefix",
+            "post",
+        ],
+    );
+    c.signal("CONT");
+    wait_caught_up(&c, "bc", &b, topic, 8);
+    assert_byte_identical(&b.bootstrap(), &c.bootstrap(), topic, 4);
+    assert_eq!(
+        pid_resets(&c, topic, 4),
+        vec![1, 1, 1, 1],
+        "B's resets reached C"
+    );
+    let d = describe(&c.bootstrap(), "bc");
+    let cut: i64 = partitions(&d)
+        .values()
+        .map(|p| p.truncated_records.max(0))
+        .sum();
+    assert!(cut >= 200, "C reports what it cut: {d:#?}");
+    let seen = consume(&py, &c, topic, 4);
+    assert!(
+        !seen.contains("\"open\""),
+        "the cut records are gone: {seen}"
+    );
+    assert!(
+        seen.contains("\"post\": 800"),
+        "C's readers make progress: {seen}"
+    );
+    c.assert_healthy();
 }
 
 /// The MIRROR_PID_RESET batches in each of a topic's partitions.

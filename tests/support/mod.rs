@@ -337,6 +337,17 @@ impl Broker {
         }
     }
 
+    /// Sends a signal (`STOP`, `CONT`, ...) to the running broker.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.pid().expect("broker is running").to_string();
+        let ok = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "kill -{signal} {pid} failed");
+    }
+
     /// SIGKILL (kill -9) and reap.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -820,4 +831,74 @@ pub fn dump_log_summary(data_dir: &Path, topic: &str, partition: i32) -> LogSumm
         }
     }
     s
+}
+
+/// One uncompressed batch of `count` records (keys `k<i>`, values `v<i>`).
+pub fn record_batch(count: i64) -> bytes::Bytes {
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: i as i32 - 1,
+            timestamp: 1_700_000_000_000 + i,
+            key: Some(bytes::Bytes::from(format!("k{i}"))),
+            value: Some(bytes::Bytes::from(format!("v{i}"))),
+            headers: kafka_protocol::indexmap::IndexMap::new(),
+        })
+        .collect();
+    let mut buf = bytes::BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("batch encodes");
+    buf.freeze()
+}
+
+/// Produces one batch of `count` records to `topic`-`partition` (acks=all), retrying
+/// while a new topic is not ready.
+pub fn produce_batch(bootstrap: &str, topic: &str, partition: i32, count: i64) {
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let mut conn = dataplane::client::BlockingConnection::connect(
+        bootstrap,
+        "twinlog-test",
+        Duration::from_secs(10),
+    )
+    .expect("connect to produce");
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(10_000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(partition)
+                .with_records(Some(record_batch(count)))])]);
+    let started = Instant::now();
+    loop {
+        let resp = conn.send(&request, 9).expect("produce");
+        let code = resp.responses[0].partition_responses[0].error_code;
+        if code == 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "produce to {topic}-{partition} keeps failing with {code}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -2,7 +2,11 @@
 //! bounded by the high watermark (read_uncommitted) or the last stable offset
 //! (read_committed, with the aborted transactions of the range). MinBytes/MaxWaitMs
 //! long-poll: the fetch sleeps until an append on any shard signals new data (or the
-//! wait is over) and reads again. Twinlog does
+//! wait is over) and reads again. A fetch that names the epoch of its last fetched batch
+//! (`LastFetchedEpoch`, v12+) is answered with `DivergingEpoch` instead of records when
+//! this log's history for that epoch ends before the fetch offset, and a stale or future
+//! `CurrentLeaderEpoch` (v9+) is fenced, as Kafka's `Partition.readRecords` does; mirror
+//! fetchers downstream rely on both to follow truncations here. Twinlog does
 //! not create incremental fetch sessions: it answers session id 0, which tells clients
 //! to keep sending full requests (a correct sessionless answer).
 
@@ -11,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
@@ -19,7 +23,7 @@ use kafka_protocol::ResponseError;
 use crate::api::errors::log_error_code;
 use crate::api::topic_name;
 use crate::shard::ShardCtx;
-use crate::types::{Offset, TopicPartition};
+use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
 
 /// A long-polling fetch re-reads at least this often even without an append signal
@@ -34,6 +38,25 @@ pub struct PartitionFetchResult {
     pub log_start_offset: i64,
     pub records: Bytes,
     pub aborted: Option<Vec<(i64, i64)>>,
+    /// The fetcher's history diverges from this log's: (epoch, end offset) of this
+    /// log's answer for its last fetched epoch.
+    pub diverging: Option<(i32, i64)>,
+}
+
+/// Kafka's divergence check for a fetch at `fetch_offset` whose previous batch had
+/// `last_fetched_epoch`; `for_epoch` is this log's (epoch, end offset) for it.
+/// `Ok(Some)`: answer DivergingEpoch; `Err`: OFFSET_OUT_OF_RANGE.
+fn diverging(
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+    for_epoch: (i32, i64),
+    log_start: i64,
+) -> Result<Option<(i32, i64)>, ResponseError> {
+    let (epoch, end) = for_epoch;
+    if epoch < 0 || end < 0 || fetch_offset < log_start {
+        return Err(ResponseError::OffsetOutOfRange);
+    }
+    Ok((epoch < last_fetched_epoch || end < fetch_offset).then_some((epoch, end)))
 }
 
 /// Reads one partition on its owning shard.
@@ -41,6 +64,7 @@ pub async fn read_on_owner(
     ctx: Rc<ShardCtx>,
     tp: TopicPartition,
     fetch_offset: i64,
+    last_fetched_epoch: i32,
     max_bytes: usize,
     read_committed: bool,
 ) -> PartitionFetchResult {
@@ -65,7 +89,27 @@ pub async fn read_on_owner(
         log_start_offset: log.log_start_offset().0,
         records: Bytes::new(),
         aborted: None,
+        diverging: None,
     };
+    if last_fetched_epoch >= 0 {
+        let (e, o) = log.end_offset_for_epoch(LeaderEpoch(last_fetched_epoch));
+        match diverging(
+            fetch_offset,
+            last_fetched_epoch,
+            (e.0, o.0),
+            log.log_start_offset().0,
+        ) {
+            Ok(None) => {}
+            Ok(Some(at)) => {
+                out.diverging = Some(at);
+                return out;
+            }
+            Err(e) => {
+                out.error_code = e.code();
+                return out;
+            }
+        }
+    }
     let upper = if read_committed { lso } else { hw };
     let offset = Offset(fetch_offset);
     if offset < log.log_start_offset() || offset > log.log_end_offset() {
@@ -123,10 +167,12 @@ fn cut_at(records: Bytes, upper: Offset) -> (Bytes, Offset) {
     (records.slice(..at), end)
 }
 
+#[derive(Debug, Clone)]
 struct Wanted {
     tp: TopicPartition,
     shard: usize,
     offset: i64,
+    last_fetched_epoch: i32,
     max_bytes: usize,
 }
 
@@ -170,21 +216,44 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
                 .push(PartitionData::default().with_partition_index(p.partition));
             let tp = TopicPartition::new(name.clone(), p.partition);
             let owner = if resolved {
-                image.partition(&tp).map(|pim| pim.shard)
+                image
+                    .partition(&tp)
+                    .map(|pim| (pim.shard, pim.leader_epoch))
             } else {
                 None
             };
-            match owner {
-                Some(shard) => {
+            let fenced = owner.and_then(|(_, epoch)| {
+                let current = if version >= 9 {
+                    p.current_leader_epoch
+                } else {
+                    -1
+                };
+                crate::api::offset_for_leader_epoch::check_current_epoch(current, epoch).err()
+            });
+            match (owner, fenced) {
+                (Some(_), Some(error)) => slots.push((
+                    topic_index,
+                    pi,
+                    Some(PartitionFetchResult {
+                        error_code: error.code(),
+                        ..Default::default()
+                    }),
+                )),
+                (Some((shard, _)), None) => {
                     slots.push((topic_index, pi, None));
                     wanted.push(Wanted {
                         tp,
                         shard,
                         offset: p.fetch_offset,
+                        last_fetched_epoch: if version >= 12 {
+                            p.last_fetched_epoch
+                        } else {
+                            -1
+                        },
                         max_bytes: p.partition_max_bytes.max(0) as usize,
                     });
                 }
-                None => {
+                (None, _) => {
                     let code = if version >= 13 && !resolved {
                         ResponseError::UnknownTopicId.code()
                     } else {
@@ -209,7 +278,9 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
         let arrived = ctx.router.data_arrived();
         results = read_all(ctx, &wanted, read_committed).await;
         let total: usize = results.iter().map(|r| r.records.len()).sum();
-        let any_error = results.iter().any(|r| r.error_code != 0);
+        let any_error = results
+            .iter()
+            .any(|r| r.error_code != 0 || r.diverging.is_some());
         let remaining = max_wait.saturating_sub(started.elapsed());
         if total >= min_bytes.max(1) || any_error || remaining.is_zero() {
             break;
@@ -251,6 +322,11 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
         if version >= 5 {
             data.log_start_offset = r.log_start_offset;
         }
+        if let (Some((epoch, end)), true) = (r.diverging, version >= 12) {
+            data.diverging_epoch = EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end);
+        }
         data.aborted_transactions = r.aborted.map(|v| {
             v.into_iter()
                 .map(|(pid, first)| {
@@ -277,13 +353,9 @@ async fn read_all(
     wanted: &[Wanted],
     read_committed: bool,
 ) -> Vec<PartitionFetchResult> {
-    let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, TopicPartition, i64, usize)>> =
-        Default::default();
+    let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, Wanted)>> = Default::default();
     for (i, w) in wanted.iter().enumerate() {
-        by_shard
-            .entry(w.shard)
-            .or_default()
-            .push((i, w.tp.clone(), w.offset, w.max_bytes));
+        by_shard.entry(w.shard).or_default().push((i, w.clone()));
     }
     let jobs = by_shard.into_iter().map(|(shard, work)| {
         let ctx = Rc::clone(ctx);
@@ -292,8 +364,15 @@ async fn read_all(
             let out = ctx
                 .run_on(shard, move |ctx| async move {
                     // The owner's reads overlap too: each waits on its own io_uring read.
-                    futures::future::join_all(work.into_iter().map(|(_, tp, offset, max)| {
-                        read_on_owner(Rc::clone(&ctx), tp, offset, max, read_committed)
+                    futures::future::join_all(work.into_iter().map(|(_, w)| {
+                        read_on_owner(
+                            Rc::clone(&ctx),
+                            w.tp,
+                            w.offset,
+                            w.last_fetched_epoch,
+                            w.max_bytes,
+                            read_committed,
+                        )
                     }))
                     .await
                 })
@@ -316,4 +395,33 @@ async fn read_all(
         .collect();
     all.sort_by_key(|(i, _)| *i);
     all.into_iter().map(|(_, r)| r).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fetch_whose_last_epoch_ends_earlier_here_is_told_where() {
+        // Our epoch 4 ends at 500 (epoch 9 follows); the fetcher's last batch was epoch 4
+        // and it fetches at 550: its records 500..550 are not ours.
+        assert_eq!(diverging(550, 4, (4, 500), 0), Ok(Some((4, 500))));
+        // It fetches at our epoch 4's end or before: no divergence.
+        assert_eq!(diverging(500, 4, (4, 500), 0), Ok(None));
+        assert_eq!(diverging(480, 4, (4, 500), 0), Ok(None));
+        // Its epoch 6 is unknown here: our largest epoch below, 4, ends at 500.
+        assert_eq!(diverging(450, 6, (4, 500), 0), Ok(Some((4, 500))));
+    }
+
+    #[test]
+    fn an_epoch_this_log_cannot_place_is_out_of_range() {
+        assert_eq!(
+            diverging(10, 7, (-1, -1), 0),
+            Err(ResponseError::OffsetOutOfRange)
+        );
+        assert_eq!(
+            diverging(10, 3, (3, 100), 20),
+            Err(ResponseError::OffsetOutOfRange)
+        );
+    }
 }

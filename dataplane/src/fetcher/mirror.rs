@@ -1,8 +1,11 @@
 //! `MirrorFetcher`: one task per (shard, mirror), in the shape of Kafka's
 //! `AbstractFetcherThread`. It is a consumer of the source cluster: Metadata to find
-//! partition leaders, OffsetsForLeaderEpoch to find divergence when a partition (re)starts,
-//! consumer Fetch (replica id -1, READ_UNCOMMITTED) for data, ListOffsets on
-//! OFFSET_OUT_OF_RANGE. Fetched record sets are split into batches by header, each CRC is
+//! partition leaders, consumer Fetch (replica id -1, READ_UNCOMMITTED) for data.
+//! Divergence from the source's history is watched the whole time, not only at start:
+//! every Fetch (v12+) carries the epoch of the last local batch (`LastFetchedEpoch`) and
+//! a `DivergingEpoch` answer truncates; OffsetsForLeaderEpoch checks when a partition
+//! (re)starts, when the source leader or its epoch changes, and on
+//! OFFSET_OUT_OF_RANGE before any cut (the decisions are `engine`'s). Fetched record sets are split into batches by header, each CRC is
 //! checked, and the bytes are appended with `append_passthrough`: same offsets, epochs,
 //! producer ids and sequences; nothing is decompressed or re-encoded.
 
@@ -22,6 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
+use super::engine::{self, OutOfRange, PartitionError, Truncation};
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
 use crate::client::cluster::{ClusterMetadata, SourceCluster};
 use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
@@ -60,6 +64,14 @@ struct PartitionFetchState {
     /// discarded response): a response fetched under an older generation is dropped
     /// unappended, so a failed append never leaves a gap in the log.
     generation: u64,
+    /// The epoch of the last batch of the pipelined response (the `LastFetchedEpoch`
+    /// that goes with `next_fetch_offset`).
+    next_fetch_epoch: Option<i32>,
+    /// The source (leader, leader epoch) it last fetched from.
+    source_leader: Option<(i32, i32)>,
+    /// The local end at which an OFFSET_OUT_OF_RANGE answer last sent the partition to
+    /// an epoch check.
+    out_of_range_checked_at: Option<i64>,
 }
 
 impl PartitionFetchState {
@@ -79,12 +91,16 @@ impl PartitionFetchState {
             lag_probed_at: None,
             next_fetch_offset: None,
             generation,
+            next_fetch_epoch: None,
+            source_leader: None,
+            out_of_range_checked_at: None,
         }
     }
 
     /// Forgets the pipelined fetch position: the next Fetch starts at the log end.
     fn forget_position(&mut self, generation: u64) {
         self.next_fetch_offset = None;
+        self.next_fetch_epoch = None;
         self.generation = generation;
     }
 }
@@ -109,6 +125,8 @@ struct FetchOutcome {
     refresh: bool,
     fetched: Vec<Fetched>,
     out_of_range: Vec<TopicPartition>,
+    /// The source's DivergingEpoch answers: (partition, epoch, end offset).
+    diverging: Vec<(TopicPartition, i32, i64)>,
 }
 
 #[derive(Debug, Default)]
@@ -347,7 +365,19 @@ impl MirrorFetcher {
             for (tp, truncating) in ready {
                 match leader_of(&meta, &tp) {
                     Some((leader, epoch)) if leader >= 0 => {
-                        self.with_state(&tp, |s| s.status.source_leader_epoch = epoch);
+                        // A new leader or epoch may come with a new history: check
+                        // divergence before fetching on (audit B-2).
+                        let truncating = self
+                            .with_state(&tp, |s| {
+                                s.status.source_leader_epoch = epoch;
+                                if engine::leader_changed(s.source_leader, (leader, epoch)) {
+                                    tracing::info!(mirror = %self.config.mirror, %tp, from = ?s.source_leader, to = ?(leader, epoch), "source leader or epoch changed: checking divergence");
+                                    s.truncating = true;
+                                }
+                                s.source_leader = Some((leader, epoch));
+                                s.truncating
+                            })
+                            .unwrap_or(truncating);
                         by_leader.entry(leader).or_default().push((tp, truncating));
                     }
                     Some((_, _)) => {
@@ -484,6 +514,12 @@ impl MirrorFetcher {
                                     self.backoff(&tp, format!("offset out of range: {e}"));
                                 }
                             }
+                            for (tp, epoch, end) in outcome.diverging {
+                                if let Err(e) = self.truncate_diverging(&ctx, &tp, epoch, end).await
+                                {
+                                    self.backoff(&tp, e);
+                                }
+                            }
                             self.probe_lag(&ctx, c, &groups[*slot]).await;
                         }
                         Err(e) => {
@@ -596,26 +632,27 @@ impl MirrorFetcher {
                 if !self.contains(&tp) {
                     continue;
                 }
-                if p.error_code != 0 {
+                if let Some(error) = PartitionError::from_code(p.error_code) {
                     // The leader moved or its epoch changed (audit B-5): a partition still
                     // truncating sends no Fetch that would notice, so refresh here.
-                    refresh |= matches!(p.error_code, 3 | 5 | 6 | 74 | 75);
+                    refresh |= error.needs_metadata_refresh();
                     self.backoff(
                         &tp,
                         format!("OffsetsForLeaderEpoch: {}", error_name(p.error_code)),
                     );
                     continue;
                 }
-                let requested = asks
+                let current = asks
                     .get(&topic.topic.to_string())
                     .and_then(|v| v.iter().find(|(q, _, _)| *q == p.partition))
-                    .map_or(-1, |(_, e, _)| *e);
+                    .map_or(-1, |(_, _, c)| *c);
                 match self
-                    .truncate_to_source(ctx, &tp, requested, p.leader_epoch, p.end_offset)
+                    .truncate_to_source(ctx, &tp, p.leader_epoch, p.end_offset, current)
                     .await
                 {
-                    Ok(()) => {
-                        self.with_state(&tp, |s| s.truncating = false);
+                    Ok(complete) => {
+                        // An intermediate cut asks again with the new latest epoch.
+                        self.with_state(&tp, |s| s.truncating = !complete);
                     }
                     Err(e) => self.backoff(&tp, e),
                 }
@@ -624,13 +661,88 @@ impl MirrorFetcher {
         Ok(refresh)
     }
 
+    /// Truncates `tp` where its history leaves the source's: the source's history for
+    /// `source_epoch` ends at `source_end` (both -1: the source does not know the local
+    /// latest epoch; `source_current_epoch` is its leader epoch). Returns whether the
+    /// check is complete (false: ask again with the new latest epoch).
     async fn truncate_to_source(
         &self,
         ctx: &Rc<ShardCtx>,
         tp: &TopicPartition,
-        requested_epoch: i32,
         source_epoch: i32,
         source_end: i64,
+        source_current_epoch: i32,
+    ) -> Result<bool, String> {
+        let partition = ctx
+            .partition(tp)
+            .ok_or_else(|| format!("partition {tp} is not open"))?;
+        let mut log = partition
+            .log
+            .write()
+            .await
+            .map_err(|_| format!("partition {tp} is closed"))?;
+        if !self.contains(tp) {
+            return Ok(true);
+        }
+        let end = log.log_end_offset().0;
+        let local_for = |log: &crate::log::PartitionLog, epoch: i32| {
+            let (e, o) = log.end_offset_for_epoch(LeaderEpoch(epoch));
+            (e.0, o.0)
+        };
+        let truncation = if source_epoch < 0 || source_end < 0 {
+            let latest = log.latest_epoch().map_or(-1, |e| e.0);
+            engine::on_undefined_epoch(
+                latest,
+                source_current_epoch,
+                local_for(&log, source_current_epoch),
+                end,
+            )
+        } else {
+            engine::truncation_target(source_epoch, source_end, local_for(&log, source_epoch), end)
+        };
+        self.cut_log(&mut log, tp, truncation, source_epoch).await?;
+        Ok(truncation.complete)
+    }
+
+    /// Applies a [`Truncation`] to the log (the caller holds its write lock).
+    async fn cut_log(
+        &self,
+        log: &mut crate::log::PartitionLog,
+        tp: &TopicPartition,
+        truncation: Truncation,
+        source_epoch: i32,
+    ) -> Result<(), String> {
+        let Some(target) = truncation.target else {
+            return Ok(());
+        };
+        let end = log.log_end_offset().0;
+        if target >= end {
+            return Ok(());
+        }
+        let target = Offset(target);
+        if target <= log.log_start_offset() {
+            log.truncate_fully_and_start_at(target)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else {
+            log.truncate_to(target).await.map_err(|e| e.to_string())?;
+        }
+        let new_end = log.log_end_offset();
+        log.update_high_watermark(new_end);
+        self.with_state(tp, |s| s.status.truncated_records += end - new_end.0);
+        tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = new_end.0, source_epoch, complete = truncation.complete, "mirror log truncated where the source diverges");
+        Ok(())
+    }
+
+    /// A Fetch answered DivergingEpoch: the source's history for `epoch` ends at `end`,
+    /// before what the local log holds. Truncates like Kafka's follower does; an
+    /// intermediate cut is refined by the next Fetch, which carries the new latest epoch.
+    async fn truncate_diverging(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        tp: &TopicPartition,
+        epoch: i32,
+        end: i64,
     ) -> Result<(), String> {
         let partition = ctx
             .partition(tp)
@@ -643,35 +755,12 @@ impl MirrorFetcher {
         if !self.contains(tp) {
             return Ok(());
         }
-        let end = log.log_end_offset();
-        if source_end < 0 || source_epoch < 0 {
-            // The source does not know the epoch: Kafka's followers keep their log then.
-            return Ok(());
-        }
-        let target = if source_epoch == requested_epoch {
-            source_end.min(end.0)
-        } else {
-            let (local_epoch, local_end) = log.end_offset_for_epoch(LeaderEpoch(source_epoch));
-            if local_epoch == LeaderEpoch(source_epoch) && local_end.0 >= 0 {
-                source_end.min(local_end.0)
-            } else {
-                source_end.min(end.0)
-            }
-        };
-        if target < end.0 {
-            let target = Offset(target);
-            if target <= log.log_start_offset() {
-                log.truncate_fully_and_start_at(target)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            } else {
-                log.truncate_to(target).await.map_err(|e| e.to_string())?;
-            }
-            let new_end = log.log_end_offset();
-            log.update_high_watermark(new_end);
-            self.with_state(tp, |s| s.status.truncated_records += end.0 - new_end.0);
-            tracing::info!(mirror = %self.config.mirror, %tp, from = end.0, to = new_end.0, source_epoch, "mirror log truncated where the source diverges");
-        }
+        let (e, o) = log.end_offset_for_epoch(LeaderEpoch(epoch));
+        let local_end = log.log_end_offset().0;
+        let truncation = engine::truncation_target(epoch, end, (e.0, o.0), local_end);
+        self.cut_log(&mut log, tp, truncation, epoch).await?;
+        drop(log);
+        self.forget_position(tp);
         Ok(())
     }
 
@@ -704,13 +793,15 @@ impl MirrorFetcher {
         // Per partition: the offset asked for and the generation it was asked under.
         let mut asked: HashMap<TopicPartition, (i64, u64)> = HashMap::new();
         for tp in tps {
-            let Some((next, generation)) =
-                self.with_state(tp, |s| (s.next_fetch_offset, s.generation))
-            else {
+            let Some((next, next_epoch, generation)) = self.with_state(tp, |s| {
+                (s.next_fetch_offset, s.next_fetch_epoch, s.generation)
+            }) else {
                 continue;
             };
-            let fetch_offset = match next {
-                Some(offset) => offset,
+            // Where to fetch from, and the epoch of the batch before it (the
+            // LastFetchedEpoch the source checks our history against).
+            let (fetch_offset, last_fetched_epoch) = match next {
+                Some(offset) => (offset, next_epoch.unwrap_or(-1)),
                 None => {
                     let Some(partition) = ctx.partition(tp) else {
                         self.backoff(tp, format!("partition {tp} is not open on this shard"));
@@ -719,7 +810,10 @@ impl MirrorFetcher {
                     let Ok(log) = partition.log.read().await else {
                         continue;
                     };
-                    log.log_end_offset().0
+                    (
+                        log.log_end_offset().0,
+                        log.latest_epoch().map_or(-1, |e| e.0),
+                    )
                 }
             };
             let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
@@ -741,6 +835,11 @@ impl MirrorFetcher {
                     .with_fetch_offset(fetch_offset)
                     .with_partition_max_bytes(self.config.fetch_max_bytes)
                     .with_current_leader_epoch(current_epoch)
+                    .with_last_fetched_epoch(if version >= 12 {
+                        last_fetched_epoch
+                    } else {
+                        -1
+                    })
                     .with_log_start_offset(-1),
             );
         }
@@ -810,6 +909,14 @@ impl MirrorFetcher {
                 if current != Some(true) {
                     continue;
                 }
+                if version >= 12 && p.error_code == 0 && p.diverging_epoch.epoch >= 0 {
+                    outcome.diverging.push((
+                        tp,
+                        p.diverging_epoch.epoch,
+                        p.diverging_epoch.end_offset,
+                    ));
+                    continue;
+                }
                 match p.error_code {
                     0 => {
                         let records = p.records.unwrap_or_default();
@@ -832,7 +939,11 @@ impl MirrorFetcher {
                         if let Some(last) = batches.last() {
                             let next = last.next_offset().0;
                             if next > fetch_offset {
-                                self.with_state(&tp, |s| s.next_fetch_offset = Some(next));
+                                let epoch = last.partition_leader_epoch().0;
+                                self.with_state(&tp, |s| {
+                                    s.next_fetch_offset = Some(next);
+                                    s.next_fetch_epoch = Some(epoch);
+                                });
                             }
                         }
                         outcome.fetched.push(Fetched {
@@ -845,11 +956,17 @@ impl MirrorFetcher {
                             source_log_start: p.log_start_offset,
                         });
                     }
-                    1 => outcome.out_of_range.push(tp),
-                    code => {
-                        outcome.refresh |= matches!(code, 3 | 5 | 6 | 74 | 75 | 100);
-                        self.backoff(&tp, format!("Fetch: {}", error_name(code)));
-                    }
+                    code => match PartitionError::from_code(code) {
+                        Some(PartitionError::OffsetOutOfRange) => outcome.out_of_range.push(tp),
+                        Some(error) => {
+                            outcome.refresh |= error.needs_metadata_refresh();
+                            if error.needs_epoch_check() {
+                                self.with_state(&tp, |s| s.truncating = true);
+                            }
+                            self.backoff(&tp, format!("Fetch: {}", error_name(code)));
+                        }
+                        None => {}
+                    },
                 }
             }
         }
@@ -874,6 +991,7 @@ impl MirrorFetcher {
                         s.errors = 0;
                         s.retry_at = None;
                         s.status.last_error = None;
+                        s.out_of_range_checked_at = None;
                     });
                 }
                 Err(failure) if failure.retryable => self.backoff(&tp, failure.message),
@@ -1050,6 +1168,9 @@ impl MirrorFetcher {
             offsets[i] = p.offset;
         }
         let [earliest, latest] = offsets;
+        let answers_epochs = conn
+            .pick_version(ApiKey::OffsetForLeaderEpoch as i16, 2, 4)
+            .is_some();
         let partition = ctx.partition(tp).ok_or("partition is not open")?;
         let mut log = partition
             .log
@@ -1060,25 +1181,45 @@ impl MirrorFetcher {
             return Ok(());
         }
         let end = log.log_end_offset().0;
-        if end > latest && !has_source_topic_id(ctx, &tp.topic) {
-            // Without topic ids a source topic deleted and re-created under the same
-            // name looks like this too: stop rather than cut the copy to a new topic.
-            return Err(format!(
-                "the source has fewer records than were mirrored (source end {latest}, local end {end}) and reports no topic ids: the source topic may have been deleted and re-created; remove it from the mirror and check"
-            ));
-        }
-        if end > latest {
-            log.truncate_to(Offset(latest))
-                .await
-                .map_err(|e| e.to_string())?;
-            let new_end = log.log_end_offset().0;
-            self.with_state(tp, |s| s.status.truncated_records += end - new_end);
-            tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = latest, "local log was ahead of the source; truncated");
-        } else if end < earliest {
-            log.truncate_fully_and_start_at(Offset(earliest))
-                .await
-                .map_err(|e| e.to_string())?;
-            tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = earliest, "source retention passed the local log end; restarting at the source log start");
+        let checked_at = self.with_state(tp, |s| s.out_of_range_checked_at).flatten();
+        match engine::on_out_of_range(
+            end,
+            earliest,
+            latest,
+            has_source_topic_id(ctx, &tp.topic),
+            answers_epochs,
+            checked_at,
+        ) {
+            OutOfRange::Refuse => {
+                // Without topic ids a source topic deleted and re-created under the
+                // same name looks like this too: stop rather than cut the copy to a
+                // new topic.
+                return Err(format!(
+                    "the source has fewer records than were mirrored (source end {latest}, local end {end}) and reports no topic ids: the source topic may have been deleted and re-created; remove it from the mirror and check"
+                ));
+            }
+            OutOfRange::CheckEpochs => {
+                tracing::info!(mirror = %self.config.mirror, %tp, local_end = end, source_end = latest, "local log is ahead of the source: checking divergence by epoch");
+                self.with_state(tp, |s| {
+                    s.truncating = true;
+                    s.out_of_range_checked_at = Some(end);
+                });
+            }
+            OutOfRange::TruncateTo(target) => {
+                log.truncate_to(Offset(target))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let new_end = log.log_end_offset().0;
+                self.with_state(tp, |s| s.status.truncated_records += end - new_end);
+                tracing::warn!(mirror = %self.config.mirror, %tp, from = end, to = target, "local log was ahead of the source after the epoch check; truncated to the source's end");
+            }
+            OutOfRange::RestartAt(start) => {
+                log.truncate_fully_and_start_at(Offset(start))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = start, "source retention passed the local log end; restarting at the source log start");
+            }
+            OutOfRange::Retry => {}
         }
         let new_end = log.log_end_offset();
         log.update_high_watermark(new_end);

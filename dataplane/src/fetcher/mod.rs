@@ -4,6 +4,7 @@
 //! the log steps of the state machine the control plane drives (PREPARING truncation,
 //! the STOPPING steps). Only this shard touches these logs.
 
+pub mod engine;
 pub mod mirror;
 
 use std::cell::RefCell;
