@@ -17,6 +17,7 @@ pub mod log;
 pub mod metadata;
 pub mod metrics;
 pub mod net;
+pub mod partition;
 pub mod shard;
 #[cfg(test)]
 mod test_support;

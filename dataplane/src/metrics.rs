@@ -791,7 +791,7 @@ async fn sample_shard(ctx: &Rc<ShardCtx>) -> ShardSnapshot {
                 continue;
             };
             let local_end = match ctx.partition(&tp) {
-                Some(owned) => match owned.log.read().await {
+                Some(owned) => match owned.read().await {
                     Ok(log) => log.log_end_offset().0,
                     Err(_) => continue,
                 },

@@ -277,7 +277,6 @@ impl MirrorStateLog for ShardMirrorStateLog {
                         .partition(&tp)
                         .map_or(0, |p| p.leader_epoch);
                     let mut log = owned
-                        .log
                         .write()
                         .await
                         .map_err(|_| CoordinatorError::LogClosed { tp: tp.clone() })?;
@@ -285,14 +284,8 @@ impl MirrorStateLog for ShardMirrorStateLog {
                         .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
                         .await
                     {
-                        Ok(_) => {
-                            // A single node is the whole ISR: the append is committed.
-                            let end = log.log_end_offset();
-                            log.update_high_watermark(end);
-                            drop(log);
-                            ctx.router.notify_data_arrived();
-                            Ok(())
-                        }
+                        // The partition's writer advances the high watermark.
+                        Ok(_) => Ok(()),
                         Err(e) => {
                             tracing::error!(%tp, error = %e, "cannot append to __mirror_state");
                             Err(CoordinatorError::Log {
@@ -323,7 +316,6 @@ impl MirrorStateLog for ShardMirrorStateLog {
                             shard: ctx.id,
                         })?;
                     let log = owned
-                        .log
                         .read()
                         .await
                         .map_err(|_| CoordinatorError::LogClosed { tp: tp.clone() })?;

@@ -1343,7 +1343,7 @@ impl MirrorManager {
                     let mut rows = Vec::with_capacity(tps.len());
                     for tp in tps {
                         let end = match ctx.partition(&tp) {
-                            Some(p) => match p.log.read().await {
+                            Some(p) => match p.read().await {
                                 Ok(log) => log.log_end_offset().0,
                                 Err(_) => -1,
                             },

@@ -32,7 +32,7 @@ pub async fn delete_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, offset: i64)
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
-    let Ok(mut log) = p.log.write().await else {
+    let Ok(mut log) = p.write().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
     // Under the log lock, like a produce's (audit B-14).

@@ -23,7 +23,7 @@ async fn sizes_on_shard(ctx: Rc<ShardCtx>, tps: Vec<TopicPartition>) -> Vec<(Top
         let Some(p) = ctx.partition(&tp) else {
             continue;
         };
-        let size = match p.log.read().await {
+        let size = match p.read().await {
             Ok(log) => log.size_in_bytes() as i64,
             Err(_) => continue,
         };

@@ -23,7 +23,6 @@ async fn producers_on_owner(
         .partition(&tp)
         .ok_or(ResponseError::NotLeaderOrFollower.code())?;
     let log = p
-        .log
         .read()
         .await
         .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;

@@ -1,8 +1,9 @@
 //! Fetch (1), consumer form. Stored batches go out as they are (the log's `Bytes`),
 //! bounded by the high watermark (read_uncommitted) or the last stable offset
 //! (read_committed, with the aborted transactions of the range). MinBytes/MaxWaitMs
-//! long-poll: the fetch sleeps until an append on any shard signals new data (or the
-//! wait is over) and reads again. A fetch that names the epoch of its last fetched batch
+//! long-poll: the fetch sleeps until the high watermark of one of its partitions moves
+//! (each `Partition` signals its own; an append elsewhere wakes no one here) or the
+//! wait is over, and reads again. A fetch that names the epoch of its last fetched batch
 //! (`LastFetchedEpoch`, v12+) is answered with `DivergingEpoch` instead of records when
 //! this log's history for that epoch ends before the fetch offset, and a stale or future
 //! `CurrentLeaderEpoch` (v9+) is fenced, as Kafka's `Partition.readRecords` does; mirror
@@ -26,9 +27,9 @@ use crate::shard::ShardCtx;
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
 
-/// A long-polling fetch re-reads at least this often even without an append signal
-/// (a safety net; appends wake it at once).
-const LONG_POLL_MAX_SLEEP: Duration = Duration::from_millis(100);
+/// A long-polling fetch re-reads at least this often even without a signal (a safety
+/// net for a partition deleted and re-created under it; appends wake it at once).
+const LONG_POLL_MAX_SLEEP: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Clone, Default)]
 pub struct PartitionFetchResult {
@@ -59,6 +60,26 @@ fn diverging(
     Ok((epoch < last_fetched_epoch || end < fetch_offset).then_some((epoch, end)))
 }
 
+/// Reads one partition on its owning shard, with a listener for its next high-watermark
+/// move, taken before the read.
+async fn read_and_listen(
+    ctx: Rc<ShardCtx>,
+    w: Wanted,
+    read_committed: bool,
+) -> (PartitionFetchResult, Option<event_listener::EventListener>) {
+    let listener = ctx.partition(&w.tp).map(|p| p.listen());
+    let result = read_on_owner(
+        ctx,
+        w.tp,
+        w.offset,
+        w.last_fetched_epoch,
+        w.max_bytes,
+        read_committed,
+    )
+    .await;
+    (result, listener)
+}
+
 /// Reads one partition on its owning shard.
 pub async fn read_on_owner(
     ctx: Rc<ShardCtx>,
@@ -74,7 +95,7 @@ pub async fn read_on_owner(
             ..Default::default()
         };
     };
-    let Ok(log) = partition.log.read().await else {
+    let Ok(log) = partition.read().await else {
         return PartitionFetchResult {
             error_code: ResponseError::NotLeaderOrFollower.code(),
             ..Default::default()
@@ -275,8 +296,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
 
     let mut results: Vec<PartitionFetchResult>;
     loop {
-        let arrived = ctx.router.data_arrived();
-        results = read_all(ctx, &wanted, read_committed).await;
+        let listeners;
+        (results, listeners) = read_all(ctx, &wanted, read_committed).await;
         let total: usize = results.iter().map(|r| r.records.len()).sum();
         let any_error = results
             .iter()
@@ -285,12 +306,19 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
         if total >= min_bytes.max(1) || any_error || remaining.is_zero() {
             break;
         }
-        // Wait for an append anywhere (or the deadline), then read again.
-        futures_lite::future::or(
-            arrived,
-            glommio::timer::sleep(remaining.min(LONG_POLL_MAX_SLEEP)),
-        )
-        .await;
+        // Wait for one of these partitions to move (or the deadline), then read again.
+        let sleep = glommio::timer::sleep(remaining.min(LONG_POLL_MAX_SLEEP));
+        if listeners.is_empty() {
+            sleep.await;
+        } else {
+            futures_lite::future::or(
+                async {
+                    futures::future::select_all(listeners).await;
+                },
+                sleep,
+            )
+            .await;
+        }
     }
 
     // Enforce the response-wide max_bytes in request order: the first non-empty
@@ -352,7 +380,10 @@ async fn read_all(
     ctx: &Rc<ShardCtx>,
     wanted: &[Wanted],
     read_committed: bool,
-) -> Vec<PartitionFetchResult> {
+) -> (
+    Vec<PartitionFetchResult>,
+    Vec<event_listener::EventListener>,
+) {
     let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, Wanted)>> = Default::default();
     for (i, w) in wanted.iter().enumerate() {
         by_shard.entry(w.shard).or_default().push((i, w.clone()));
@@ -364,37 +395,45 @@ async fn read_all(
             let out = ctx
                 .run_on(shard, move |ctx| async move {
                     // The owner's reads overlap too: each waits on its own io_uring read.
-                    futures::future::join_all(work.into_iter().map(|(_, w)| {
-                        read_on_owner(
-                            Rc::clone(&ctx),
-                            w.tp,
-                            w.offset,
-                            w.last_fetched_epoch,
-                            w.max_bytes,
-                            read_committed,
-                        )
-                    }))
+                    futures::future::join_all(
+                        work.into_iter()
+                            .map(|(_, w)| read_and_listen(Rc::clone(&ctx), w, read_committed)),
+                    )
                     .await
                 })
                 .await
                 .unwrap_or_else(|_| {
                     idx.iter()
-                        .map(|_| PartitionFetchResult {
-                            error_code: ResponseError::NotLeaderOrFollower.code(),
-                            ..Default::default()
+                        .map(|_| {
+                            let gone = PartitionFetchResult {
+                                error_code: ResponseError::NotLeaderOrFollower.code(),
+                                ..Default::default()
+                            };
+                            (gone, None)
                         })
                         .collect()
                 });
             idx.into_iter().zip(out).collect::<Vec<_>>()
         }
     });
-    let mut all: Vec<(usize, PartitionFetchResult)> = futures::future::join_all(jobs)
+    let mut all: Vec<(
+        usize,
+        (PartitionFetchResult, Option<event_listener::EventListener>),
+    )> = futures::future::join_all(jobs)
         .await
         .into_iter()
         .flatten()
         .collect();
     all.sort_by_key(|(i, _)| *i);
-    all.into_iter().map(|(_, r)| r).collect()
+    let mut listeners = Vec::with_capacity(all.len());
+    let results = all
+        .into_iter()
+        .map(|(_, (r, l))| {
+            listeners.extend(l);
+            r
+        })
+        .collect();
+    (results, listeners)
 }
 
 #[cfg(test)]

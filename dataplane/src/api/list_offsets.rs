@@ -33,7 +33,7 @@ pub async fn lookup_on_owner(
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1);
     };
-    let Ok(log) = p.log.read().await else {
+    let Ok(log) = p.read().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1);
     };
     let epoch_of = |o: Offset| log.epoch_cache().epoch_for_offset(o).map_or(-1, |e| e.0);

@@ -33,7 +33,7 @@ async fn end_offset_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, epoch: i32) 
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1);
     };
-    let Ok(log) = p.log.read().await else {
+    let Ok(log) = p.read().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1);
     };
     let (e, o) = log.end_offset_for_epoch(LeaderEpoch(epoch));

@@ -88,7 +88,7 @@ pub async fn append_on_owner(
     let Some(partition) = ctx.partition(&tp) else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
-    let Ok(mut log) = partition.log.write().await else {
+    let Ok(mut log) = partition.write().await else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
     // Checked under the log lock (audit B-14): a produce that waited for the lock while
@@ -104,19 +104,14 @@ pub async fn append_on_owner(
         .append_as_leader(records, LeaderEpoch(epoch), AppendKind::Client, now_ms())
         .await
     {
-        Ok(info) => {
-            let end = log.log_end_offset();
-            log.update_high_watermark(end);
-            ctx.router.notify_data_arrived();
-            PartitionProduceResult {
-                error_code: 0,
-                error_message: None,
-                base_offset: info.first_offset.0,
-                log_start_offset: info.log_start_offset.0,
-                log_append_time_ms: info.log_append_time_ms,
-                record_errors: Vec::new(),
-            }
-        }
+        Ok(info) => PartitionProduceResult {
+            error_code: 0,
+            error_message: None,
+            base_offset: info.first_offset.0,
+            log_start_offset: info.log_start_offset.0,
+            log_append_time_ms: info.log_append_time_ms,
+            record_errors: Vec::new(),
+        },
         Err(e) => {
             tracing::info!(%tp, error = %e, "produce rejected");
             let (message, record_errors) = match &e {

@@ -677,7 +677,6 @@ impl MirrorFetcher {
             .partition(tp)
             .ok_or_else(|| format!("partition {tp} is not open"))?;
         let mut log = partition
-            .log
             .write()
             .await
             .map_err(|_| format!("partition {tp} is closed"))?;
@@ -728,7 +727,6 @@ impl MirrorFetcher {
             log.truncate_to(target).await.map_err(|e| e.to_string())?;
         }
         let new_end = log.log_end_offset();
-        log.update_high_watermark(new_end);
         self.with_state(tp, |s| s.status.truncated_records += end - new_end.0);
         tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = new_end.0, source_epoch, complete = truncation.complete, "mirror log truncated where the source diverges");
         Ok(())
@@ -748,7 +746,6 @@ impl MirrorFetcher {
             .partition(tp)
             .ok_or_else(|| format!("partition {tp} is not open"))?;
         let mut log = partition
-            .log
             .write()
             .await
             .map_err(|_| format!("partition {tp} is closed"))?;
@@ -807,7 +804,7 @@ impl MirrorFetcher {
                         self.backoff(tp, format!("partition {tp} is not open on this shard"));
                         continue;
                     };
-                    let Ok(log) = partition.log.read().await else {
+                    let Ok(log) = partition.read().await else {
                         continue;
                     };
                     (
@@ -1048,7 +1045,7 @@ impl MirrorFetcher {
             message: format!("partition {tp} is not open on this shard"),
             retryable: true,
         })?;
-        let mut log = partition.log.write().await.map_err(|_| Failure {
+        let mut log = partition.write().await.map_err(|_| Failure {
             message: format!("partition {tp} is closed"),
             retryable: true,
         })?;
@@ -1098,15 +1095,12 @@ impl MirrorFetcher {
             crate::metrics::record_count(&batches[first..]),
         );
         let new_end = log.log_end_offset();
-        log.update_high_watermark(new_end);
         if source_log_start > log.log_start_offset().0 {
             let target = Offset(source_log_start.min(new_end.0));
             if let Err(e) = log.advance_log_start_offset(target).await {
                 tracing::warn!(%tp, error = %e, "could not follow the source log start offset");
             }
         }
-        drop(log);
-        ctx.router.notify_data_arrived();
         Ok(())
     }
 
@@ -1119,7 +1113,7 @@ impl MirrorFetcher {
         let Some(partition) = ctx.partition(tp) else {
             return Ok(());
         };
-        let Ok(mut log) = partition.log.write().await else {
+        let Ok(mut log) = partition.write().await else {
             return Ok(());
         };
         if self.contains(tp) && source_log_start > log.log_start_offset().0 {
@@ -1173,7 +1167,6 @@ impl MirrorFetcher {
             .is_some();
         let partition = ctx.partition(tp).ok_or("partition is not open")?;
         let mut log = partition
-            .log
             .write()
             .await
             .map_err(|_| "partition is closed".to_string())?;
@@ -1221,8 +1214,6 @@ impl MirrorFetcher {
             }
             OutOfRange::Retry => {}
         }
-        let new_end = log.log_end_offset();
-        log.update_high_watermark(new_end);
         drop(log);
         self.forget_position(tp);
         Ok(())
@@ -1252,7 +1243,7 @@ async fn recreated_without_topic_id(
         return None;
     }
     let partition = ctx.partition(tp)?;
-    let local = partition.log.read().await.ok()?.latest_epoch()?;
+    let local = partition.read().await.ok()?.latest_epoch()?;
     (local.0 > source_epoch).then(|| {
         format!(
             "the source leader epoch {source_epoch} is below the last mirrored epoch {} and the source reports no topic ids: the source topic was deleted and re-created",

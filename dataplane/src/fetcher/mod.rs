@@ -219,7 +219,7 @@ impl MirrorFetcherManager {
         // The fetcher checks membership under the log's write lock: taking it once here
         // waits out an append that started before the removal.
         if let Some(p) = ctx.partition(tp) {
-            let _guard = p.log.write().await;
+            let _guard = p.write().await;
         }
     }
 
@@ -251,7 +251,6 @@ pub async fn prepare_partition(
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
     let mut log = partition
-        .log
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
@@ -282,7 +281,6 @@ pub async fn prepare_partition(
         log.truncate_to(target).await.map_err(|e| e.to_string())?;
     }
     let new_end = log.log_end_offset();
-    log.update_high_watermark(new_end);
     tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded, "PREPARING truncated the log to the last mirrored epoch");
     Ok(discarded)
 }
@@ -293,7 +291,6 @@ pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
     let log = partition
-        .log
         .read()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
@@ -314,7 +311,6 @@ pub async fn stop_epoch_to_exceed(
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
     let log = partition
-        .log
         .read()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
@@ -333,7 +329,6 @@ pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResul
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
     let mut log = partition
-        .log
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
@@ -345,7 +340,6 @@ pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResul
     if lso < end {
         log.truncate_to(lso).await.map_err(|e| e.to_string())?;
         let new_end = log.log_end_offset();
-        log.update_high_watermark(new_end);
         tracing::info!(%tp, from = end.0, to = new_end.0, "STOPPING truncated the log to its last stable offset");
     }
     Ok(Some(log.latest_epoch().map_or(-1, |e| e.0)))
@@ -373,7 +367,6 @@ pub async fn stop_append_pid_reset(
         .partition(tp)
         .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
     let mut log = partition
-        .log
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
@@ -390,9 +383,6 @@ pub async fn stop_append_pid_reset(
         // persisted, whatever the topic's flush settings.
         log.flush(now).await.map_err(|e| e.to_string())?;
     }
-    let end = log.log_end_offset();
-    log.update_high_watermark(end);
-    ctx.router.notify_data_arrived();
     Ok(())
 }
 

@@ -22,7 +22,7 @@ use super::messages::*;
 use super::{GroupConfig, GroupCoordinator};
 use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx};
-use crate::types::{LeaderEpoch, Offset, ProducerId, TopicPartition};
+use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
 use crate::wire::batch::{BatchBuilder, Compression};
 use crate::wire::control::ControlType;
 use crate::wire::records::{decode_records, encode_record};
@@ -132,7 +132,6 @@ impl GroupRuntime {
         let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
         let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
         let log = owned
-            .log
             .read()
             .await
             .map_err(|_| coordinator_not_available())?;
@@ -284,7 +283,6 @@ impl GroupRuntime {
         }
         .build(&body);
         let mut log = owned
-            .log
             .write()
             .await
             .map_err(|_| coordinator_not_available())?;
@@ -292,12 +290,7 @@ impl GroupRuntime {
             .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
             .await
         {
-            Ok(_) => {
-                let end: Offset = log.log_end_offset();
-                log.update_high_watermark(end);
-                ctx.router.notify_data_arrived();
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(e) => {
                 tracing::error!(%tp, error = %e, "cannot append to __consumer_offsets");
                 Err(ResponseError::UnknownServerError.code())

@@ -13,11 +13,11 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::channel::oneshot;
-use glommio::sync::RwLock;
 
 use crate::controller::ControllerHandle;
 use crate::log::{LogConfig, LogError, PartitionLog};
 use crate::metadata::MetadataCell;
+use crate::partition::Partition;
 use crate::types::TopicPartition;
 
 /// A unit of work run on a shard with that shard's context.
@@ -32,9 +32,6 @@ pub struct ShardGone(pub usize);
 #[derive(Debug, Clone)]
 pub struct ShardRouter {
     senders: Vec<async_channel::Sender<Job>>,
-    /// Signalled after every append on any shard, so long-polling fetches wake up
-    /// instead of re-reading on a timer.
-    data_arrived: Arc<event_listener::Event>,
 }
 
 impl ShardRouter {
@@ -47,13 +44,7 @@ impl ShardRouter {
         let (senders, receivers) = (0..shards)
             .map(|_| async_channel::bounded(queue_max.max(1)))
             .unzip();
-        (
-            ShardRouter {
-                senders,
-                data_arrived: Arc::new(event_listener::Event::new()),
-            },
-            receivers,
-        )
+        (ShardRouter { senders }, receivers)
     }
 
     pub fn shard_count(&self) -> usize {
@@ -92,18 +83,6 @@ impl ShardRouter {
         rx.await.map_err(|_| ShardGone(shard))
     }
 
-    /// Wakes every fetch waiting for new data (call after an append became readable).
-    pub fn notify_data_arrived(&self) {
-        self.data_arrived.notify(usize::MAX);
-    }
-
-    /// A listener that completes at the next [`ShardRouter::notify_data_arrived`]. Take it
-    /// before checking for data, so an append between the check and the wait is not
-    /// missed.
-    pub fn data_arrived(&self) -> event_listener::EventListener {
-        self.data_arrived.listen()
-    }
-
     /// Closes every queue: shards finish the jobs already queued and stop.
     pub fn close(&self) {
         for s in &self.senders {
@@ -127,13 +106,6 @@ pub struct ShardSettings {
     pub static_configs: std::collections::BTreeMap<String, String>,
 }
 
-/// A partition owned by this shard. The async lock lets reads run together and
-/// serializes appends, truncation and retention.
-#[derive(Debug)]
-pub struct OwnedPartition {
-    pub log: RwLock<PartitionLog>,
-}
-
 /// Everything one shard owns.
 #[derive(Debug)]
 pub struct ShardCtx {
@@ -142,7 +114,7 @@ pub struct ShardCtx {
     pub metadata: Arc<MetadataCell>,
     pub controller: Arc<dyn ControllerHandle>,
     pub settings: Arc<ShardSettings>,
-    partitions: RefCell<HashMap<TopicPartition, Rc<OwnedPartition>>>,
+    partitions: RefCell<HashMap<TopicPartition, Rc<Partition>>>,
     /// Producer ids reserved for this shard's InitProducerId answers: [next, end).
     producer_ids: RefCell<(i64, i64)>,
     /// Serializes partition opens: start-up and the controller can ask for the same
@@ -226,7 +198,7 @@ impl ShardCtx {
         }
     }
 
-    pub fn partition(&self, tp: &TopicPartition) -> Option<Rc<OwnedPartition>> {
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(tp).cloned()
     }
 
@@ -253,11 +225,10 @@ impl ShardCtx {
             now_ms(),
         )
         .await?;
-        self.partitions.borrow_mut().entry(tp).or_insert_with(|| {
-            Rc::new(OwnedPartition {
-                log: RwLock::new(log),
-            })
-        });
+        self.partitions
+            .borrow_mut()
+            .entry(tp.clone())
+            .or_insert_with(|| Rc::new(Partition::new(tp, log)));
         Ok(())
     }
 
@@ -266,11 +237,11 @@ impl ShardCtx {
         let Some(p) = self.partitions.borrow_mut().remove(tp) else {
             return Ok(());
         };
-        let guard = p.log.write().await.map_err(|_| closed_lock(tp))?;
+        let guard = p.write().await.map_err(|_| closed_lock(tp))?;
         drop(guard);
         match Rc::try_unwrap(p) {
             Ok(owned) => {
-                let log = owned.log.into_inner().map_err(|_| closed_lock(tp))?;
+                let log = owned.into_log().map_err(|_| closed_lock(tp))?;
                 log.delete().await
             }
             Err(_) => {
@@ -285,7 +256,7 @@ impl ShardCtx {
     /// Applies a new log config (topic config change).
     pub async fn update_config(&self, tp: &TopicPartition, config: LogConfig) {
         if let Some(p) = self.partition(tp) {
-            if let Ok(mut log) = p.log.write().await {
+            if let Ok(mut log) = p.write().await {
                 log.set_config(config);
             }
         }
@@ -293,14 +264,14 @@ impl ShardCtx {
 
     /// Closes every log cleanly (flush, snapshots, clean-shutdown marker).
     pub async fn close_all(&self) {
-        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> =
+        let all: Vec<(TopicPartition, Rc<Partition>)> =
             self.partitions.borrow_mut().drain().collect();
         for (tp, p) in all {
-            if let Ok(g) = p.log.write().await {
+            if let Ok(g) = p.write().await {
                 drop(g);
             }
             match Rc::try_unwrap(p) {
-                Ok(owned) => match owned.log.into_inner() {
+                Ok(owned) => match owned.into_log() {
                     Ok(log) => {
                         if let Err(e) = log.close(now_ms()).await {
                             tracing::error!(%tp, error = %e, "clean close failed");
@@ -317,7 +288,7 @@ impl ShardCtx {
 
     /// Retention and producer-id expiration for every owned partition.
     pub async fn housekeeping(&self) {
-        let all: Vec<(TopicPartition, Rc<OwnedPartition>)> = self
+        let all: Vec<(TopicPartition, Rc<Partition>)> = self
             .partitions
             .borrow()
             .iter()
@@ -325,7 +296,7 @@ impl ShardCtx {
             .collect();
         let now = now_ms();
         for (tp, p) in all {
-            if let Ok(mut log) = p.log.write().await {
+            if let Ok(mut log) = p.write().await {
                 if let Err(e) = log.delete_old_segments(now).await {
                     tracing::error!(%tp, error = %e, "retention failed");
                 }

@@ -171,7 +171,6 @@ impl TxnRuntime {
             .map_or(0, |p| p.leader_epoch);
         let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
         let log = owned
-            .log
             .read()
             .await
             .map_err(|_| coordinator_not_available())?;
@@ -331,7 +330,6 @@ impl TxnRuntime {
         }
         .build(&body);
         let mut log = owned
-            .log
             .write()
             .await
             .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
@@ -339,12 +337,7 @@ impl TxnRuntime {
             .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
             .await
         {
-            Ok(_) => {
-                let end = log.log_end_offset();
-                log.update_high_watermark(end);
-                ctx.router.notify_data_arrived();
-                Ok(())
-            }
+            Ok(_) => Ok(()),
             Err(e) => {
                 tracing::error!(%tp, error = %e, "cannot append to __transaction_state");
                 Err(log_error_code(&e))
@@ -433,7 +426,6 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
         let now = now_ms();
         {
             let mut log = owned
-                .log
                 .write()
                 .await
                 .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
@@ -455,11 +447,7 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
                 )
                 .await
             {
-                Ok(_) => {
-                    let end = log.log_end_offset();
-                    log.update_high_watermark(end);
-                    ctx.router.notify_data_arrived();
-                }
+                Ok(_) => {}
                 Err(e) => {
                     tracing::warn!(%tp, error = %e, "cannot append transaction marker");
                     return Err(log_error_code(&e));

@@ -100,7 +100,7 @@ impl MirrorFetcher {
                     let Some(owned) = ctx.partition(&tp) else {
                         continue;
                     };
-                    let Ok(log) = owned.log.read().await else {
+                    let Ok(log) = owned.read().await else {
                         continue;
                     };
                     lag_ms(
