@@ -567,3 +567,115 @@ fn mirror_remove_delete_and_recreate() {
     let describe = ok(twinlog(&dst, &["mirror", "describe", "m"]), &bs);
     assert!(describe.contains("mirror m has no topics"), "{describe}");
 }
+
+/// `twinlog mirror add --topic 'pay-.*'` keeps following its pattern (audit B-6): a
+/// matching source topic created later is mirrored by the metadata sync, an excluded
+/// or non-matching one is not, and a topic removed from the mirror (failed over) is
+/// never added back.
+#[test]
+fn a_pattern_keeps_adding_matching_source_topics() {
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let (src, dst) = (a.bootstrap(), b.bootstrap());
+    let bs = [&a, &b];
+    ok(
+        twinlog(&src, &["topic", "create", "pay-eu", "--partitions", "1"]),
+        &bs,
+    );
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "create",
+                "m",
+                "--source",
+                &src,
+                "--config",
+                "mirror.metadata.refresh.interval.ms=200",
+                "--config",
+                "topics.exclude=pay-test.*",
+            ],
+        ),
+        &bs,
+    );
+    let out = ok(
+        twinlog(&dst, &["mirror", "add", "m", "--topic", "pay-.*"]),
+        &bs,
+    );
+    assert_eq!(out.trim(), "added pay-eu");
+    let configs = ok(twinlog(&dst, &["mirror", "describe", "m", "--json"]), &bs);
+    // Topics created on the source afterwards.
+    for t in ["pay-us", "pay-test-1", "orders"] {
+        ok(
+            twinlog(&src, &["topic", "create", t, "--partitions", "2"]),
+            &bs,
+        );
+        produce_batch(&src, t, 0, 5);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = ok(twinlog(&dst, &["topic", "list"]), &bs);
+        if list.lines().any(|l| l.trim() == "pay-us") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pay-us was not added: {list}\n{configs}\n{}",
+            logs(&bs)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--caught-up",
+                "--poll-ms",
+                "20",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    let list = ok(twinlog(&dst, &["topic", "list"]), &bs);
+    for absent in ["pay-test-1", "orders"] {
+        assert!(
+            !list.lines().any(|l| l.trim() == absent),
+            "{absent} must not be mirrored: {list}"
+        );
+    }
+    // Failover of pay-us: it stays out of the mirror although the pattern matches.
+    ok(
+        twinlog(&dst, &["mirror", "remove", "m", "--topic", "pay-us"]),
+        &bs,
+    );
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "STOPPED",
+                "--topic",
+                "pay-us",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    std::thread::sleep(Duration::from_millis(1000));
+    let json = ok(twinlog(&dst, &["mirror", "describe", "m", "--json"]), &bs);
+    assert!(
+        json.contains("\"step\":\"topic-discovery\""),
+        "the step is reported: {json}"
+    );
+    produce_batch(&dst, "pay-us", 0, 3);
+}

@@ -21,6 +21,12 @@
 //!    not `groups.exclude` are committed on this broker, as a client of it (Kafka's
 //!    "simple" commit: generation -1, no member id), for groups that are Empty or unknown
 //!    here, clamped into the local log's range, never moving a local offset backwards.
+//! 6. `topic-discovery`: source topics matching the mirror's `topics.include` (the
+//!    patterns `twinlog mirror add --topic 'pay-.*'` gave, kept with the mirror) and not
+//!    `topics.exclude`, that have no local topic of that name, are added to the mirror
+//!    with AddTopicsToMirror sent to this broker as a client (so every check of a manual
+//!    add applies). A local topic, mirrored or not, is never taken over, and a topic
+//!    removed from the mirror (failed over) is never added back.
 //!
 //! Only topics whose desired state is MIRRORING take part: pausing a topic pauses its
 //! sync, removing it (failover) ends it, so offsets committed after a failover are never
@@ -47,8 +53,9 @@ use dataplane::log::loader::format_topic_id;
 use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
-    DesiredMirrorState, MirrorResponse, MirrorSyncStatus, MIRROR_NAME_CONFIG,
-    MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
+    keys, AddTopicsToMirrorRequest, DesiredMirrorState, MirrorRequest, MirrorResponse,
+    MirrorSyncStatus, MirrorTopicMetadata, MIRROR_NAME_CONFIG, MIRROR_SOURCE_TOPIC_ID_CONFIG,
+    NO_SOURCE_TOPIC_ID,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -92,13 +99,15 @@ pub mod steps {
     pub const PARTITIONS: &str = "partitions";
     pub const DELETED_TOPICS: &str = "deleted-topics";
     pub const GROUP_OFFSETS: &str = "group-offsets";
+    pub const TOPIC_DISCOVERY: &str = "topic-discovery";
 
-    pub const ALL: [&str; 5] = [
+    pub const ALL: [&str; 6] = [
         CLUSTER_ID,
         TOPIC_CONFIGS,
         PARTITIONS,
         DELETED_TOPICS,
         GROUP_OFFSETS,
+        TOPIC_DISCOVERY,
     ];
 }
 
@@ -189,6 +198,35 @@ fn regex_list(list: &str) -> Result<Option<regex::Regex>, regex::Error> {
         return Ok(None);
     }
     regex::Regex::new(&format!("^(?:{})$", parts.join("|"))).map(Some)
+}
+
+/// Step 6's plan: the source topics the mirror's patterns select that have no local
+/// topic yet, in name order. No `topics.include`: none (a mirror of named topics only).
+pub fn plan_discovered_topics(
+    mirror_configs: &BTreeMap<String, String>,
+    source: &ClusterMetadata,
+    local: &MetadataImage,
+) -> Result<Vec<String>, String> {
+    let list = |key: &str| {
+        regex_list(mirror_configs.get(key).map_or("", String::as_str))
+            .map_err(|e| format!("mirror config {key}: {e}"))
+    };
+    let Some(include) = list("topics.include")? else {
+        return Ok(Vec::new());
+    };
+    let exclude = list("topics.exclude")?;
+    Ok(source
+        .topics
+        .iter()
+        .filter(|(name, t)| {
+            t.error_code == 0
+                && !name.starts_with("__")
+                && include.is_match(name)
+                && !exclude.as_ref().is_some_and(|x| x.is_match(name))
+                && local.topic(name).is_none()
+        })
+        .map(|(name, _)| name.clone())
+        .collect())
 }
 
 /// The period of a mirror's sync: its own `mirror.metadata.refresh.interval.ms`, else
@@ -941,6 +979,84 @@ impl MirrorSync {
             .sync_group_offsets(name, &mirror, &live, &mut source)
             .await;
         self.record(name, steps::GROUP_OFFSETS, result);
+
+        // 6. Topics the patterns select that appeared on the source.
+        if mirror
+            .configs
+            .get("topics.include")
+            .is_some_and(|v| !v.trim().is_empty())
+        {
+            let result = self
+                .sync_discovered_topics(name, &mirror, &mut source)
+                .await;
+            self.record(name, steps::TOPIC_DISCOVERY, result);
+        }
+    }
+
+    /// Step 6: AddTopicsToMirror (to this broker) for new source topics that match.
+    async fn sync_discovered_topics(
+        &self,
+        name: &str,
+        mirror: &MirrorImage,
+        source: &mut SourceCluster,
+    ) -> Result<(), String> {
+        let all = source
+            .metadata(None)
+            .await
+            .map_err(|e| format!("listing the source topics: {e}"))?;
+        let image = self.metadata.load();
+        let found = plan_discovered_topics(&mirror.configs, &all, &image)?;
+        if found.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(mirror = %name, topics = ?found, "new source topics match the mirror's patterns: adding them");
+        let mut conn = connect_destination(&image, name).await?;
+        let request = MirrorRequest::AddTopicsToMirror(AddTopicsToMirrorRequest {
+            mirror_name: name.to_string(),
+            topics: found
+                .iter()
+                .map(|t| MirrorTopicMetadata {
+                    topic_id: uuid::Uuid::nil(),
+                    name: t.clone(),
+                    num_partitions: -1,
+                })
+                .collect(),
+            include_patterns: Vec::new(),
+            exclude_patterns: Vec::new(),
+            state_validation_offset: -1,
+        });
+        let mut body = bytes::BytesMut::new();
+        request.encode(&mut body);
+        let mut reply = conn
+            .send_raw(keys::ADD_TOPICS_TO_MIRROR, 0, &body)
+            .await
+            .map_err(|e| format!("AddTopicsToMirror to this broker: {e}"))?;
+        let response = MirrorResponse::decode(keys::ADD_TOPICS_TO_MIRROR, &mut reply)
+            .map_err(|e| format!("AddTopicsToMirror answer: {e}"))?;
+        let MirrorResponse::AddTopicsToMirror(r) = response else {
+            return Err("AddTopicsToMirror: unexpected answer".to_string());
+        };
+        let failed: Vec<String> = r
+            .topics
+            .iter()
+            .filter(|t| t.error_code != 0)
+            .map(|t| {
+                format!(
+                    "{}: {} {}",
+                    t.name,
+                    error_name(t.error_code),
+                    t.error_message.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        if failed.is_empty() && r.error_code != 0 {
+            return Err(format!(
+                "AddTopicsToMirror: {} {}",
+                error_name(r.error_code),
+                r.error_message.unwrap_or_default()
+            ));
+        }
+        errors_to_result(&failed)
     }
 
     /// FAILED (non-retryable) for every partition of `topic` that is MIRRORING (the
@@ -1364,6 +1480,39 @@ mod tests {
             leader_epoch: epoch,
             metadata: Some(metadata.to_string()),
         }
+    }
+
+    #[test]
+    fn discovery_follows_the_patterns_and_never_takes_a_local_topic() {
+        let source = source_meta(&[
+            ("pay-eu", 1, 0, 2),
+            ("pay-us", 2, 0, 2),
+            ("pay-test", 3, 0, 1),
+            ("payroll", 4, 0, 1),
+            ("__consumer_offsets", 5, 0, 50),
+            ("pay-broken", 6, 3, 0),
+        ]);
+        let mut local = MetadataImage::empty("dst".into(), 0, "127.0.0.1:9092".parse().unwrap());
+        // Already here (mirrored, or a removed and failed-over one): left alone.
+        local
+            .topics
+            .insert("pay-eu".into(), Arc::new(topic("pay-eu", 1, 2)));
+        let configs = map(&[("topics.include", "pay-.*"), ("topics.exclude", ".*-test")]);
+        assert_eq!(
+            plan_discovered_topics(&configs, &source, &local).unwrap(),
+            vec!["pay-us".to_string()]
+        );
+        // Several patterns; no include: nothing.
+        let configs = map(&[("topics.include", "pay-us, payroll")]);
+        assert_eq!(
+            plan_discovered_topics(&configs, &source, &local).unwrap(),
+            vec!["pay-us".to_string(), "payroll".to_string()]
+        );
+        assert!(plan_discovered_topics(&map(&[]), &source, &local)
+            .unwrap()
+            .is_empty());
+        let bad = map(&[("topics.include", "pay-(")]);
+        assert!(plan_discovered_topics(&bad, &source, &local).is_err());
     }
 
     #[test]

@@ -504,6 +504,53 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         .await
     }
     .into_iter();
+    // The patterns stay with the mirror (`topics.include`, `topics.exclude`): its
+    // metadata sync adds matching source topics created later (audit B-6).
+    if !r.include_patterns.is_empty() || !r.exclude_patterns.is_empty() {
+        let merged = |key: &str, new: &[String]| -> Option<(String, Option<String>)> {
+            let mut list: Vec<String> = mirror
+                .configs
+                .get(key)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let before = list.len();
+            for p in new {
+                if !list.contains(p) {
+                    list.push(p.clone());
+                }
+            }
+            (list.len() > before).then(|| (key.to_string(), Some(list.join(","))))
+        };
+        let configs: Vec<(String, Option<String>)> = [
+            merged("topics.include", &r.include_patterns),
+            merged("topics.exclude", &r.exclude_patterns),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !configs.is_empty() {
+            let outcome = submit(
+                ctx,
+                AdminRequest::AlterMirrorConfigs {
+                    name: r.mirror_name.clone(),
+                    configs,
+                    incremental: true,
+                    validate_only: false,
+                },
+                std::slice::from_ref(&r.mirror_name),
+            )
+            .await;
+            for failed in outcome.iter().filter(|o| o.error_code != 0) {
+                tracing::warn!(mirror = %r.mirror_name, error = ?failed.message, "could not keep the topic patterns with the mirror: later source topics will not be added");
+            }
+        }
+    }
     let results = wanted
         .iter()
         .map(|w| match per_topic_errors.remove(&w.name) {
