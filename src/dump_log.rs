@@ -279,6 +279,14 @@ fn print_mirror_state_record(
                 None => writeln!(out, "tombstone"),
                 Some(MirrorStateValue::Lme {
                     last_mirrored_epoch,
+                    last_mirrored_offset,
+                }) if last_mirrored_offset >= 0 => writeln!(
+                    out,
+                    "value: last_mirrored_epoch={last_mirrored_epoch} last_mirrored_offset={last_mirrored_offset}"
+                ),
+                Some(MirrorStateValue::Lme {
+                    last_mirrored_epoch,
+                    ..
                 }) => writeln!(out, "value: last_mirrored_epoch={last_mirrored_epoch}"),
                 Some(MirrorStateValue::State(v)) => writeln!(
                     out,

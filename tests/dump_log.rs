@@ -799,6 +799,7 @@ fn write_mirror_state_log(data_dir: &Path, orders_id: uuid::Uuid) -> PathBuf {
                 key(MirrorRecordKind::Lme, "m", 3),
                 value(MirrorStateValue::Lme {
                     last_mirrored_epoch: 4,
+                    last_mirrored_offset: 120,
                 }),
             ),
         ],
@@ -874,7 +875,7 @@ fn dump_log_decodes_mirror_state_records() {
             "key: state mirror=m topic={topic} partition=3 value: state=MIRRORING prev=PREPARING \
              retry=0 leader_epoch=2 state_epoch=2 truncated_records=5 error=\"slow source\""
         ),
-        format!("key: lme mirror=m topic={topic} partition=3 value: last_mirrored_epoch=4"),
+        format!("key: lme mirror=m topic={topic} partition=3 value: last_mirrored_epoch=4 last_mirrored_offset=120"),
         format!(
             "key: state mirror=gone topic={topic} partition=0 value: state=PREPARING \
              prev=UNKNOWN retry=0 leader_epoch=2 state_epoch=1 truncated_records=-1 error=null"

@@ -1543,3 +1543,69 @@ fn a_crash_at_each_stopping_step_and_in_delete_mirror_finishes_after_restart() {
         );
     }
 }
+
+/// Failback after the other side's retention passed the failover point (audit B-10):
+/// B's log now starts inside what B wrote after the failover, so no epoch check on B can
+/// say where A's unreplicated tail begins. The LME carries the offset where the mirrored
+/// history ended; A's PREPARING cuts there, and A ends holding exactly B's log (from B's
+/// log start), none of its own tail.
+#[test]
+fn failback_after_retention_passed_the_failover_point_keeps_no_tail() {
+    let Some(py) = confluent_kafka_python("failback after retention") else {
+        return;
+    };
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    let topic = "retained";
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "2", "--count", "1000"],
+    );
+    start_mirror(&b, "ab", &a, &[topic]);
+    wait_caught_up(&b, "ab", &a, topic, 8);
+    let at_failover = log_ends(&a.bootstrap(), topic, 2);
+    let d = failover(&b, "ab", topic);
+    for p in partitions(&d).values().filter(|p| p.partition < 2) {
+        assert!(p.last_mirrored_epoch >= 0, "{p:?}");
+    }
+    // A keeps an unreplicated tail; B takes new writes, then its retention (here
+    // DeleteRecords) passes the failover point.
+    load(
+        &py,
+        &a,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "2",
+            "--count",
+            "600",
+            "--prefix",
+            "tail",
+        ],
+    );
+    load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "2",
+            "--count",
+            "1000",
+            "--prefix",
+            "post",
+        ],
+    );
+    for ((_, p), end) in &at_failover {
+        delete_records(&b.bootstrap(), topic, *p, end + 100);
+    }
+    start_mirror(&a, "ba", &b, &[topic]);
+    wait_caught_up(&a, "ba", &b, topic, 8);
+    assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 2);
+    let seen = consume(&py, &a, topic, 2);
+    assert!(!seen.contains("\"tail\""), "A's tail is gone: {seen}");
+    a.assert_healthy();
+}

@@ -98,8 +98,8 @@ impl CoordinatorError {
 /// two records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredState {
-    /// The LastMirroredEpochs record.
-    pub last_mirrored_epoch: Option<i32>,
+    /// The LastMirroredEpochs record: (epoch, offset; -1 unknown).
+    pub last_mirrored_epoch: Option<(i32, i64)>,
     /// The MirrorPartitionState record.
     pub state: Option<StateValue>,
 }
@@ -115,8 +115,9 @@ impl StoredState {
                 _,
                 Some(MirrorStateValue::Lme {
                     last_mirrored_epoch,
+                    last_mirrored_offset,
                 }),
-            ) => self.last_mirrored_epoch = Some(*last_mirrored_epoch),
+            ) => self.last_mirrored_epoch = Some((*last_mirrored_epoch, *last_mirrored_offset)),
             (_, Some(MirrorStateValue::State(v))) => self.state = Some(v.clone()),
             (MirrorRecordKind::Lme, None) => self.last_mirrored_epoch = None,
             (MirrorRecordKind::State, None) => self.state = None,
@@ -127,7 +128,8 @@ impl StoredState {
     pub fn to_entry(&self, partition: i32) -> MirrorStateEntry {
         let mut entry = MirrorStateEntry {
             partition,
-            last_mirrored_epoch: self.last_mirrored_epoch.unwrap_or(-1),
+            last_mirrored_epoch: self.last_mirrored_epoch.map_or(-1, |l| l.0),
+            last_mirrored_offset: self.last_mirrored_epoch.map_or(-1, |l| l.1),
             ..MirrorStateEntry::default()
         };
         if let Some(s) = &self.state {
@@ -922,11 +924,17 @@ impl MirrorStateCoordinator {
 
     /// The LME recorded for (mirror, topic id, partition), -1 if none.
     pub fn lme(&self, mirror: &str, topic_id: Uuid, partition: i32) -> i32 {
+        self.lme_position(mirror, topic_id, partition).0
+    }
+
+    /// The LME and the offset recorded with it ((-1, -1) if none; offset -1 when it
+    /// was recorded without one).
+    pub fn lme_position(&self, mirror: &str, topic_id: Uuid, partition: i32) -> (i32, i64) {
         self.table
             .borrow()
             .get(mirror, topic_id, partition)
             .and_then(|s| s.last_mirrored_epoch)
-            .unwrap_or(-1)
+            .unwrap_or((-1, -1))
     }
 }
 
@@ -990,6 +998,7 @@ fn validate(
             MirrorStateKey::new(MirrorRecordKind::Lme, mirror, item.topic_id, e.partition),
             Some(MirrorStateValue::Lme {
                 last_mirrored_epoch: e.last_mirrored_epoch,
+                last_mirrored_offset: e.last_mirrored_offset,
             }),
         ));
     }
@@ -1600,7 +1609,7 @@ mod tests {
     #[test]
     fn stored_state_to_entry() {
         let stored = StoredState {
-            last_mirrored_epoch: Some(4),
+            last_mirrored_epoch: Some((4, 77)),
             state: Some(StateValue {
                 state: Stopped,
                 previous_state: Stopping,
@@ -1625,6 +1634,7 @@ mod tests {
                 leader_epoch: 8,
                 state_epoch: 3,
                 truncated_records: 12,
+                last_mirrored_offset: 77,
             }
         );
         assert_eq!(

@@ -519,6 +519,7 @@ impl MirrorManager {
             } else {
                 stored.truncated_records
             },
+            last_mirrored_offset: -1,
         };
         self.write_entries(mirror, &topic.name, vec![entry]).await?;
         tracing::info!(%mirror, topic = %topic.name, partition, from = %previous, to = %state, "mirror partition state");
@@ -530,12 +531,13 @@ impl MirrorManager {
         mirror: &str,
         topic: &TopicImage,
         partition: i32,
-        lme: i32,
+        (lme, offset): (i32, i64),
     ) -> Result<(), StepError> {
         let stored = self.coordinator.entry(mirror, topic.id, partition);
         let entry = MirrorStateEntry {
             partition,
             last_mirrored_epoch: lme,
+            last_mirrored_offset: offset,
             state: MirrorPartitionState::Unknown.code(),
             leader_epoch: stored.leader_epoch,
             state_epoch: stored.state_epoch,
@@ -793,7 +795,7 @@ impl MirrorManager {
                 .await;
                 continue;
             }
-            let lme = lmes.get(&(topic.id, p)).copied().unwrap_or(-1);
+            let lme = lmes.get(&(topic.id, p)).copied().unwrap_or((-1, -1));
             let tp = TopicPartition::new(topic.name.as_str(), p);
             // A retry keeps its counter until the fetcher is healthy (ClearRetry).
             let retry = self
@@ -847,7 +849,13 @@ impl MirrorManager {
         image: &MetadataImage,
         mirror: &str,
         parts: &[(Arc<TopicImage>, i32)],
-    ) -> Result<(HashMap<(uuid::Uuid, i32), i32>, HashMap<String, String>), StepError> {
+    ) -> Result<
+        (
+            HashMap<(uuid::Uuid, i32), (i32, i64)>,
+            HashMap<String, String>,
+        ),
+        StepError,
+    > {
         let Some(m) = image.mirrors.get(mirror) else {
             return Err(format!("mirror {mirror} no longer exists").into());
         };
@@ -944,7 +952,10 @@ impl MirrorManager {
         }
         for r in d.lookup_results {
             for p in r.partitions {
-                out.insert((r.topic_id, p.partition), p.last_mirrored_epoch);
+                out.insert(
+                    (r.topic_id, p.partition),
+                    (p.last_mirrored_epoch, p.last_mirrored_offset),
+                );
             }
         }
         tracing::info!(%mirror, lookups = out.len(), "LME look-up on the source answered");
@@ -1147,7 +1158,7 @@ impl MirrorManager {
             .await?;
         fail_point("stopping.after_truncate").await;
         if let Some(lme) = lme {
-            if lme >= 0 {
+            if lme.0 >= 0 {
                 self.write_lme(mirror, topic, partition, lme).await?;
             }
         }
@@ -1239,13 +1250,17 @@ impl MirrorManager {
                     topic_id: *topic_id,
                     partitions: partitions
                         .iter()
-                        .map(|p| LmePartition {
-                            partition: *p,
-                            last_mirrored_epoch: mirrors
+                        .map(|p| {
+                            let (last_mirrored_epoch, last_mirrored_offset) = mirrors
                                 .iter()
-                                .map(|m| self.coordinator.lme(m, *topic_id, *p))
+                                .map(|m| self.coordinator.lme_position(m, *topic_id, *p))
                                 .max()
-                                .unwrap_or(-1),
+                                .unwrap_or((-1, -1));
+                            LmePartition {
+                                partition: *p,
+                                last_mirrored_epoch,
+                                last_mirrored_offset,
+                            }
                         })
                         .collect(),
                 });

@@ -32,6 +32,8 @@ pub const VALUE_VERSION: i16 = 0;
 /// Twinlog's tagged field of the state value: records the last PREPARING truncation
 /// discarded.
 pub const TRUNCATED_RECORDS_TAG: u32 = 0;
+/// Tagged field of the LastMirroredEpochs value: the offset that goes with the epoch.
+pub const LAST_MIRRORED_OFFSET_TAG: u32 = 0;
 
 /// Why a `__mirror_state` key or value could not be encoded or decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -146,7 +148,11 @@ impl Default for StateValue {
 /// The value of a `__mirror_state` record (a tombstone has none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MirrorStateValue {
-    Lme { last_mirrored_epoch: i32 },
+    Lme {
+        last_mirrored_epoch: i32,
+        /// Tag 0 (Twinlog): the log end offset that goes with the epoch, -1 unknown.
+        last_mirrored_offset: i64,
+    },
     State(StateValue),
 }
 
@@ -219,9 +225,17 @@ pub fn encode_value(value: &MirrorStateValue) -> Vec<u8> {
     match value {
         MirrorStateValue::Lme {
             last_mirrored_epoch,
+            last_mirrored_offset,
         } => {
             out.extend_from_slice(&last_mirrored_epoch.to_be_bytes());
-            write_uvarint(&mut out, 0);
+            if *last_mirrored_offset == -1 {
+                write_uvarint(&mut out, 0);
+            } else {
+                write_uvarint(&mut out, 1);
+                write_uvarint(&mut out, u64::from(LAST_MIRRORED_OFFSET_TAG));
+                write_uvarint(&mut out, 8);
+                out.extend_from_slice(&last_mirrored_offset.to_be_bytes());
+            }
         }
         MirrorStateValue::State(v) => {
             out.extend_from_slice(&v.state.code().to_be_bytes());
@@ -266,9 +280,24 @@ pub fn decode_value(
     let value = match kind {
         MirrorRecordKind::Lme => {
             let last_mirrored_epoch = r.i32()?;
-            r.tagged_fields(|_, _| Ok(()))?;
+            let mut last_mirrored_offset = -1;
+            r.tagged_fields(|tag, data| {
+                if tag == LAST_MIRRORED_OFFSET_TAG {
+                    let bytes: [u8; 8] =
+                        data.try_into()
+                            .map_err(|_| MirrorRecordError::BadTaggedField {
+                                what,
+                                tag,
+                                size: data.len(),
+                                expected: 8,
+                            })?;
+                    last_mirrored_offset = i64::from_be_bytes(bytes);
+                }
+                Ok(())
+            })?;
             MirrorStateValue::Lme {
                 last_mirrored_epoch,
+                last_mirrored_offset,
             }
         }
         MirrorRecordKind::State => {
@@ -536,8 +565,10 @@ mod tests {
     fn sample_values() -> Vec<MirrorStateValue> {
         let mut out: Vec<MirrorStateValue> = [-1, 0, 7, i32::MAX, i32::MIN]
             .into_iter()
-            .map(|e| MirrorStateValue::Lme {
+            .zip([-1, 0, 1234, i64::MAX, -1])
+            .map(|(e, o)| MirrorStateValue::Lme {
                 last_mirrored_epoch: e,
+                last_mirrored_offset: o,
             })
             .collect();
         for state in states() {
@@ -609,9 +640,18 @@ mod tests {
     fn value_layout_is_kafkas() {
         assert_eq!(
             encode_value(&MirrorStateValue::Lme {
-                last_mirrored_epoch: 7
+                last_mirrored_epoch: 7,
+                last_mirrored_offset: -1,
             }),
             vec![0, 0, 0, 0, 0, 7, 0]
+        );
+        // The offset travels as tagged field 0: a reader that does not know it skips it.
+        assert_eq!(
+            encode_value(&MirrorStateValue::Lme {
+                last_mirrored_epoch: 7,
+                last_mirrored_offset: 300,
+            }),
+            vec![0, 0, 0, 0, 0, 7, 1, 0, 8, 0, 0, 0, 0, 0, 0, 1, 44]
         );
         let v = StateValue {
             state: MirrorPartitionState::Mirroring,

@@ -1066,7 +1066,18 @@ impl MirrorFetcher {
         let Some(first) = batches.iter().position(|b| b.last_offset() >= end) else {
             return Ok(());
         };
-        if batches[first].base_offset() < end {
+        if batches[first].base_offset() < end && end == log.log_start_offset() {
+            // The local log is empty and the source's log start falls inside this batch
+            // (DeleteRecords or retention there): start the log at the batch, as Kafka's
+            // follower does; the source's log start is followed right after the append.
+            tracing::info!(mirror = %self.config.mirror, %tp, from = end.0, to = batches[first].base_offset().0, "the source log starts inside a batch: starting the empty local log at the batch");
+            log.truncate_fully_and_start_at(batches[first].base_offset())
+                .await
+                .map_err(|e| Failure {
+                    message: format!("restarting the log at the source batch: {e}"),
+                    retryable: true,
+                })?;
+        } else if batches[first].base_offset() < end {
             self.with_state(tp, |s| s.truncating = true);
             return Err(Failure {
                 message: format!(

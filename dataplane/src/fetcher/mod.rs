@@ -241,11 +241,12 @@ impl MirrorFetcherManager {
 pub type StepResult<T> = Result<T, String>;
 
 /// PREPARING: truncates `tp` for the last mirrored epoch the source reported
-/// (`DECISIONS.md`, "LME and PREPARING"). Returns the number of offsets discarded.
+/// (`DECISIONS.md`, "LME and PREPARING"; reference §4.5), and the offset recorded with
+/// it when there is one (audit B-10). Returns the number of offsets discarded.
 pub async fn prepare_partition(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
-    lme: i32,
+    (lme, lme_offset): (i32, i64),
 ) -> StepResult<i64> {
     let partition = ctx
         .partition(tp)
@@ -255,20 +256,15 @@ pub async fn prepare_partition(
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
     let end = log.log_end_offset();
-    let earliest = log.epoch_cache().entries().first().map(|e| e.epoch);
-    let target = match earliest {
-        _ if lme < 0 => Offset(0),
-        None => Offset(0),
-        Some(first) if LeaderEpoch(lme) < first => Offset(0),
-        Some(_) => {
-            let (epoch, offset) = log.end_offset_for_epoch(LeaderEpoch(lme));
-            if epoch == LeaderEpoch::UNDEFINED || offset.0 < 0 {
-                Offset(0)
-            } else {
-                offset
-            }
-        }
-    };
+    let target = prepare_target(
+        lme,
+        lme_offset,
+        log.epoch_cache().entries().first().map(|e| e.epoch.0),
+        log.latest_epoch().map(|e| e.0),
+        log.end_offset_for_epoch(LeaderEpoch(lme.max(0))).1 .0,
+        end.0,
+    );
+    let target = Offset(target);
     if end <= target {
         return Ok(0);
     }
@@ -320,10 +316,43 @@ pub async fn stop_epoch_to_exceed(
     Ok(log.latest_epoch().map(|e| e.0))
 }
 
-/// STOPPING step 3: truncates to the LSO. Returns the LME to persist (step 4), or `None`
-/// when this STOPPING's own MIRROR_PID_RESET batch is already the log's last batch: a
-/// re-run after a crash, whose LME was persisted before the batch was written.
-pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<Option<i32>> {
+/// PREPARING's truncation target (reference §4.5): the end of the LME epoch in the local
+/// epoch cache — the log end when the LME is at or above the latest local epoch (the
+/// local log is all shared history), 0 when the LME is unknown or below every local
+/// epoch — and never past the offset recorded with the LME, where the other side's
+/// copy of that history ended (so a tail the local log added in the same epoch goes
+/// even when the other side's retention no longer lets an epoch check find it).
+pub fn prepare_target(
+    lme: i32,
+    lme_offset: i64,
+    earliest_epoch: Option<i32>,
+    latest_epoch: Option<i32>,
+    end_for_lme: i64,
+    log_end: i64,
+) -> i64 {
+    let by_epoch = match (earliest_epoch, latest_epoch) {
+        _ if lme < 0 => 0,
+        (None, _) | (_, None) => 0,
+        (Some(first), _) if lme < first => 0,
+        (_, Some(latest)) if lme >= latest => log_end,
+        _ if end_for_lme < 0 => 0,
+        _ => end_for_lme,
+    };
+    if lme >= 0 && lme_offset >= 0 {
+        by_epoch.min(lme_offset)
+    } else {
+        by_epoch
+    }
+}
+
+/// STOPPING step 3: truncates to the LSO. Returns the LME to persist (step 4) with the
+/// log end that goes with it, or `None` when this STOPPING's own MIRROR_PID_RESET batch
+/// is already the log's last batch: a re-run after a crash, whose LME was persisted
+/// before the batch was written.
+pub async fn stop_truncate(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+) -> StepResult<Option<(i32, i64)>> {
     let epoch = current_epoch(ctx, tp)?;
     let partition = ctx
         .partition(tp)
@@ -342,7 +371,10 @@ pub async fn stop_truncate(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResul
         let new_end = log.log_end_offset();
         tracing::info!(%tp, from = end.0, to = new_end.0, "STOPPING truncated the log to its last stable offset");
     }
-    Ok(Some(log.latest_epoch().map_or(-1, |e| e.0)))
+    Ok(Some((
+        log.latest_epoch().map_or(-1, |e| e.0),
+        log.log_end_offset().0,
+    )))
 }
 
 /// The partition's leader epoch in the image: during STOPPING, the one step 2 raised
@@ -414,4 +446,27 @@ async fn last_batch_is_own_pid_reset(
             && b.is_control()
             && matches!(b.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prepare_target;
+
+    #[test]
+    fn preparing_cuts_at_the_lme_epoch_end_and_never_past_its_offset() {
+        // Epochs 2..=7 locally, log end 900; epoch 4 ends at 500.
+        let t = |lme, off| prepare_target(lme, off, Some(2), Some(7), 500, 900);
+        assert_eq!(t(4, -1), 500);
+        assert_eq!(t(4, 450), 450, "the recorded offset bounds the epoch's end");
+        assert_eq!(t(4, 700), 500);
+        // An LME at or above the latest local epoch keeps the log (audit B-10: it used
+        // to truncate everything) unless its offset says where the shared part ended.
+        assert_eq!(t(7, -1), 900);
+        assert_eq!(t(12, -1), 900);
+        assert_eq!(t(12, 880), 880);
+        // No LME, or one below every local epoch: mirror from scratch.
+        assert_eq!(t(-1, -1), 0);
+        assert_eq!(t(1, 300), 0);
+        assert_eq!(prepare_target(3, -1, None, None, -1, 0), 0);
+    }
 }

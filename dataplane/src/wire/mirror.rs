@@ -402,11 +402,23 @@ impl Default for DescribedMirror {
 }
 
 /// One partition's LME answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LmePartition {
     pub partition: i32,
     /// -1: none recorded.
     pub last_mirrored_epoch: i32,
+    /// tag 0 (Twinlog): where the mirrored history ended at failover, -1 unknown.
+    pub last_mirrored_offset: i64,
+}
+
+impl Default for LmePartition {
+    fn default() -> Self {
+        LmePartition {
+            partition: 0,
+            last_mirrored_epoch: -1,
+            last_mirrored_offset: -1,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -451,6 +463,9 @@ pub struct MirrorStateEntry {
     pub state_epoch: i32,
     /// tag 2 (Twinlog): records the last PREPARING truncation discarded, -1 unknown.
     pub truncated_records: i64,
+    /// tag 3 (Twinlog): the log end offset that goes with `last_mirrored_epoch` (where
+    /// the mirrored history ended at failover), -1 unknown.
+    pub last_mirrored_offset: i64,
 }
 
 impl Default for MirrorStateEntry {
@@ -466,6 +481,7 @@ impl Default for MirrorStateEntry {
             leader_epoch: -1,
             state_epoch: 0,
             truncated_records: -1,
+            last_mirrored_offset: -1,
         }
     }
 }
@@ -1378,15 +1394,26 @@ impl Codec for LmePartition {
     fn put(&self, buf: &mut BytesMut) {
         buf.put_i32(self.partition);
         buf.put_i32(self.last_mirrored_epoch);
-        put_no_tags(buf);
+        TaggedFields::default()
+            .field(0, self.last_mirrored_offset != -1, |b| {
+                b.put_i64(self.last_mirrored_offset)
+            })
+            .put(buf);
     }
 
     fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let p = LmePartition {
+        let mut p = LmePartition {
             partition: get_i32(buf, "PartitionIndex")?,
             last_mirrored_epoch: get_i32(buf, "LastMirrorEpoch")?,
+            last_mirrored_offset: -1,
         };
-        skip_tags(buf, "LmePartition")?;
+        get_tags(buf, "LmePartition", |tag, v| {
+            match tag {
+                0 => p.last_mirrored_offset = get_i64(v, "LastMirroredOffset")?,
+                _ => return Ok(false),
+            }
+            Ok(true)
+        })?;
         Ok(p)
     }
 }
@@ -1497,6 +1524,11 @@ impl Codec for MirrorStateEntry {
                 self.truncated_records != default.truncated_records,
                 |b| b.put_i64(self.truncated_records),
             )
+            .field(
+                3,
+                self.last_mirrored_offset != default.last_mirrored_offset,
+                |b| b.put_i64(self.last_mirrored_offset),
+            )
             .put(buf);
     }
 
@@ -1516,6 +1548,7 @@ impl Codec for MirrorStateEntry {
                 0 => e.leader_epoch = get_i32(v, "LeaderEpoch")?,
                 1 => e.state_epoch = get_i32(v, "StateEpoch")?,
                 2 => e.truncated_records = get_i64(v, "TruncatedRecords")?,
+                3 => e.last_mirrored_offset = get_i64(v, "LastMirroredOffset")?,
                 _ => return Ok(false),
             }
             Ok(true)
@@ -1840,13 +1873,14 @@ mod tests {
                 prop_oneof![Just(-1), any::<i32>()],
                 prop_oneof![Just(0), any::<i32>()],
                 prop_oneof![Just(-1), any::<i64>()],
+                prop_oneof![Just(-1), any::<i64>()],
             ),
         )
             .prop_map(
                 |(
                     (partition, last_mirrored_epoch, state, error_code),
                     (previous_state, retry_attempt, error_message),
-                    (leader_epoch, state_epoch, truncated_records),
+                    (leader_epoch, state_epoch, truncated_records, last_mirrored_offset),
                 )| MirrorStateEntry {
                     partition,
                     last_mirrored_epoch,
@@ -1858,6 +1892,7 @@ mod tests {
                     leader_epoch,
                     state_epoch,
                     truncated_records,
+                    last_mirrored_offset,
                 },
             )
     }
@@ -2046,10 +2081,16 @@ mod tests {
     }
 
     fn lme_result() -> impl Strategy<Value = LmeResult> {
-        let partition = (any::<i32>(), any::<i32>()).prop_map(|(partition, lme)| LmePartition {
-            partition,
-            last_mirrored_epoch: lme,
-        });
+        let partition = (
+            any::<i32>(),
+            any::<i32>(),
+            prop_oneof![Just(-1), any::<i64>()],
+        )
+            .prop_map(|(partition, lme, offset)| LmePartition {
+                partition,
+                last_mirrored_epoch: lme,
+                last_mirrored_offset: offset,
+            });
         (topic_id(), vec(partition, 0..3)).prop_map(|(topic_id, partitions)| LmeResult {
             topic_id,
             partitions,
@@ -2289,6 +2330,7 @@ mod tests {
                     leader_epoch: 9,
                     state_epoch: 0,
                     truncated_records: -1,
+                    last_mirrored_offset: -1,
                 }],
             }],
         });
