@@ -1492,24 +1492,25 @@ mod tests {
             ("__consumer_offsets", 5, 0, 50),
             ("pay-broken", 6, 3, 0),
         ]);
-        let mut local = MetadataImage::empty("dst".into(), 0, "127.0.0.1:9092".parse().unwrap());
+        let mut local =
+            MetadataImage::empty("dst".into(), 0, "127.0.0.1:9092".parse().expect("address"));
         // Already here (mirrored, or a removed and failed-over one): left alone.
         local
             .topics
             .insert("pay-eu".into(), Arc::new(topic("pay-eu", 1, 2)));
         let configs = map(&[("topics.include", "pay-.*"), ("topics.exclude", ".*-test")]);
         assert_eq!(
-            plan_discovered_topics(&configs, &source, &local).unwrap(),
+            plan_discovered_topics(&configs, &source, &local).expect("plan"),
             vec!["pay-us".to_string()]
         );
         // Several patterns; no include: nothing.
         let configs = map(&[("topics.include", "pay-us, payroll")]);
         assert_eq!(
-            plan_discovered_topics(&configs, &source, &local).unwrap(),
+            plan_discovered_topics(&configs, &source, &local).expect("plan"),
             vec!["pay-us".to_string(), "payroll".to_string()]
         );
         assert!(plan_discovered_topics(&map(&[]), &source, &local)
-            .unwrap()
+            .expect("plan")
             .is_empty());
         let bad = map(&[("topics.include", "pay-(")]);
         assert!(plan_discovered_topics(&bad, &source, &local).is_err());
