@@ -326,3 +326,67 @@ fn topic_mirror_name_is_not_alterable() {
     );
     assert_eq!(r.error_code, 0, "{r:?}");
 }
+
+/// Exclusion is enforced (reference §8.6): a mirrored topic that comes to match the
+/// mirror's `topics.exclude` is removed from the mirror by the next metadata sync (it
+/// fails over and becomes writable with its data), while the others keep mirroring; and
+/// AddTopicsToMirror refuses a topic the mirror excludes.
+#[test]
+fn topics_that_come_to_match_topics_exclude_leave_the_mirror() {
+    let a = Broker::start(BROKER_CONFIG);
+    let b = Broker::start(BROKER_CONFIG);
+    for t in ["keep", "drop-me", "drop-also"] {
+        create_topic(&a.bootstrap(), t, 1);
+        produce_batch(&a.bootstrap(), t, 0, 20);
+    }
+    let r = create_mirror(
+        &b.bootstrap(),
+        "m",
+        &a.bootstrap(),
+        &[("mirror.metadata.refresh.interval.ms", "200")],
+    );
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = add_topics(&b.bootstrap(), "m", &["keep", "drop-me"]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_for(
+        &b.bootstrap(),
+        "m",
+        "MIRRORING",
+        std::time::Duration::from_secs(60),
+        |d| all_in(d, "MIRRORING"),
+    );
+    let mut c = connect(&b.bootstrap());
+    let r = alter_incremental(
+        &mut c,
+        RESOURCE_MIRROR,
+        "m",
+        &[("topics.exclude", OP_SET, Some("drop-.*"))],
+    );
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let d = wait_for(
+        &b.bootstrap(),
+        "m",
+        "drop-me STOPPED",
+        std::time::Duration::from_secs(60),
+        |d| {
+            partitions(d)
+                .iter()
+                .all(|((t, _), p)| (t == "drop-me") == (p.state == "STOPPED"))
+        },
+    );
+    assert!(
+        partitions(&d)
+            .iter()
+            .any(|((t, _), p)| t == "keep" && p.state == "MIRRORING"),
+        "{d:#?}"
+    );
+    produce_batch(&b.bootstrap(), "drop-me", 0, 5);
+    // Adding an excluded topic by name is refused.
+    let r = add_topics(&b.bootstrap(), "m", &["drop-also"]);
+    assert_eq!(
+        r.topics[0].error_code,
+        ResponseError::InvalidRequest.code(),
+        "{r:?}"
+    );
+    b.assert_healthy();
+}

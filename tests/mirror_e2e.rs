@@ -1022,6 +1022,23 @@ fn a_deleted_mirror_topic_leaves_no_fetcher_behind() {
         Duration::from_secs(60),
         |d| caught_up(d, &ends),
     );
+    // Its partition count follows the source: a client cannot grow it here.
+    let mut conn = connect(&b.bootstrap());
+    let grow = kafka_protocol::messages::CreatePartitionsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![
+            kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(kafka_protocol::messages::TopicName(
+                    kafka_protocol::protocol::StrBytes::from_string(topic.to_string()),
+                ))
+                .with_count(4),
+        ]);
+    let r = conn.send(&grow, 3).expect("create partitions");
+    assert_eq!(
+        r.results[0].error_code,
+        kafka_protocol::ResponseError::InvalidRequest.code(),
+        "{r:?}"
+    );
     cli(&b, &["topic", "delete", topic]);
     cli(&b, &["topic", "create", topic, "--partitions", "2"]);
     fill("2000");
@@ -1031,6 +1048,13 @@ fn a_deleted_mirror_topic_leaves_no_fetcher_behind() {
     assert!(
         local.values().all(|end| *end == 0),
         "source data reached the new plain topic: {local:?}\n{}",
+        b.log_tail(40)
+    );
+    // And its __mirror_state keys are gone (reference §11 #30).
+    assert!(
+        b.log()
+            .contains("mirror topic deleted: its __mirror_state keys are tombstoned"),
+        "{}",
         b.log_tail(40)
     );
     b.assert_healthy();

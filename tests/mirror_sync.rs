@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use dataplane::wire::mirror::{DescribedMirror, MirrorSyncStatus};
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
@@ -21,9 +20,9 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
-    CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    DescribeGroupsRequest, GroupId, IncrementalAlterConfigsRequest, MetadataRequest,
-    OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    CreatePartitionsRequest, DeleteTopicsRequest, DescribeConfigsRequest, DescribeGroupsRequest,
+    GroupId, IncrementalAlterConfigsRequest, MetadataRequest, OffsetCommitRequest,
+    OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use mirror_support::*;
@@ -50,17 +49,6 @@ const OP_DELETE: i8 = 1;
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_string())
-}
-
-fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    let req = CreateTopicsRequest::default()
-        .with_topics(vec![CreatableTopic::default()
-            .with_name(TopicName(s(topic)))
-            .with_num_partitions(partitions)
-            .with_replication_factor(1)])
-        .with_timeout_ms(10_000);
-    let r = connect(bootstrap).send(&req, 7).expect("CreateTopics");
-    assert_eq!(r.topics[0].error_code, 0, "create {topic}: {r:?}");
 }
 
 fn create_partitions(bootstrap: &str, topic: &str, count: i32) {
@@ -384,7 +372,8 @@ fn topic_configs_follow_the_source_except_excluded_keys() {
             "topic-configs",
             "partitions",
             "deleted-topics",
-            "group-offsets"
+            "group-offsets",
+            "topic-discovery"
         ]
     );
     for s in &d.sync {

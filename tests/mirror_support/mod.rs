@@ -298,3 +298,19 @@ pub fn delete_records(bootstrap: &str, topic: &str, partition: i32, offset: i64)
     let code = r.topics[0].partitions[0].error_code;
     assert_eq!(code, 0, "DeleteRecords {topic}-{partition} to {offset}");
 }
+
+/// CreateTopics v7 of one topic (replication factor 1).
+pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(kafka_protocol::protocol::StrBytes::from_string(
+                topic.to_string(),
+            )))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)])
+        .with_timeout_ms(10_000);
+    let r = connect(bootstrap).send(&req, 7).expect("CreateTopics");
+    assert_eq!(r.topics[0].error_code, 0, "create {topic}: {r:?}");
+}

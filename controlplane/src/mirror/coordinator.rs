@@ -822,6 +822,33 @@ impl MirrorStateCoordinator {
     /// Tombstones every key (both kinds) of `mirror`; returns how many keys. Partitions
     /// are done one at a time; the first failure stops the pass (the caller retries).
     pub async fn tombstone_mirror(&self, mirror: &str) -> Result<usize, CoordinatorError> {
+        self.tombstone_where(&|m, _| m == mirror).await
+    }
+
+    /// Tombstones the keys of one topic of `mirror` (the destination topic was deleted,
+    /// reference §11 #30).
+    pub async fn tombstone_topic(
+        &self,
+        mirror: &str,
+        topic_id: Uuid,
+    ) -> Result<usize, CoordinatorError> {
+        self.tombstone_where(&|m, id| m == mirror && id == topic_id)
+            .await
+    }
+
+    /// (mirror, topic id) pairs with keys in the loaded table.
+    pub fn topics(&self) -> BTreeSet<(String, Uuid)> {
+        self.table
+            .borrow()
+            .iter()
+            .map(|(m, id, _, _)| (m.to_string(), id))
+            .collect()
+    }
+
+    async fn tombstone_where(
+        &self,
+        select: &dyn Fn(&str, Uuid) -> bool,
+    ) -> Result<usize, CoordinatorError> {
         let Some(topic) = self.state_topic() else {
             return Ok(0);
         };
@@ -836,7 +863,7 @@ impl MirrorStateCoordinator {
                 .table
                 .borrow()
                 .iter()
-                .filter(|(m, id, part, _)| *m == mirror && partition_for(m, *id, *part, n) == p)
+                .filter(|(m, id, part, _)| select(m, *id) && partition_for(m, *id, *part, n) == p)
                 .flat_map(|(m, id, part, stored)| {
                     stored
                         .kinds()
@@ -856,9 +883,6 @@ impl MirrorStateCoordinator {
                 }
                 total += chunk.len();
             }
-        }
-        if total > 0 {
-            tracing::info!(mirror, keys = total, "mirror state tombstoned");
         }
         Ok(total)
     }

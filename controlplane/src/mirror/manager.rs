@@ -357,6 +357,24 @@ impl MirrorManager {
     /// mirrors those are comes from the loaded table itself, not from memory, so a
     /// restart in the middle of a DeleteMirror still finishes it (audit B-16).
     async fn forget_deleted_mirrors(&self, image: &MetadataImage) {
+        // Keys of deleted destination topics (reference §11 #30): a topic re-created
+        // under the same id must not find its old states.
+        let deleted_topics: Vec<(String, uuid::Uuid)> = self
+            .coordinator
+            .topics()
+            .into_iter()
+            .filter(|(m, id)| image.mirrors.contains_key(m) && image.topic_by_id(*id).is_none())
+            .collect();
+        for (mirror, id) in deleted_topics {
+            match self.coordinator.tombstone_topic(&mirror, id).await {
+                Ok(n) => {
+                    tracing::info!(%mirror, topic_id = %id, keys = n, "mirror topic deleted: its __mirror_state keys are tombstoned")
+                }
+                Err(e) => {
+                    tracing::warn!(%mirror, topic_id = %id, error = %e, "tombstoning a deleted mirror topic's states failed; retrying")
+                }
+            }
+        }
         let gone: Vec<String> = self
             .coordinator
             .mirror_names()

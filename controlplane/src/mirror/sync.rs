@@ -26,7 +26,10 @@
 //!    `topics.exclude`, that have no local topic of that name, are added to the mirror
 //!    with AddTopicsToMirror sent to this broker as a client (so every check of a manual
 //!    add applies). A local topic, mirrored or not, is never taken over, and a topic
-//!    removed from the mirror (failed over) is never added back.
+//!    removed from the mirror (failed over) is never added back. Exclusion is enforced
+//!    too (reference §8.6): a topic still mirroring that now matches `topics.exclude`
+//!    (the operator changed it) is removed from the mirror — failed over, so it becomes
+//!    writable here with its data.
 //!
 //! Only topics whose desired state is MIRRORING take part: pausing a topic pauses its
 //! sync, removing it (failover) ends it, so offsets committed after a failover are never
@@ -54,8 +57,8 @@ use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     keys, AddTopicsToMirrorRequest, DesiredMirrorState, MirrorRequest, MirrorResponse,
-    MirrorSyncStatus, MirrorTopicMetadata, MIRROR_NAME_CONFIG, MIRROR_SOURCE_TOPIC_ID_CONFIG,
-    NO_SOURCE_TOPIC_ID,
+    MirrorSyncStatus, MirrorTopicMetadata, RemoveTopicsFromMirrorRequest, MIRROR_NAME_CONFIG,
+    MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
 };
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -226,6 +229,33 @@ pub fn plan_discovered_topics(
                 && local.topic(name).is_none()
         })
         .map(|(name, _)| name.clone())
+        .collect())
+}
+
+/// Step 6's exclusion: the topics of mirror `name` still MIRRORING (or paused) whose
+/// name matches its `topics.exclude`.
+pub fn plan_excluded_topics(
+    name: &str,
+    mirror_configs: &BTreeMap<String, String>,
+    local: &MetadataImage,
+) -> Result<Vec<String>, String> {
+    let Some(exclude) = regex_list(
+        mirror_configs
+            .get("topics.exclude")
+            .map_or("", String::as_str),
+    )
+    .map_err(|e| format!("mirror config topics.exclude: {e}"))?
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(local
+        .topics
+        .values()
+        .filter(|t| {
+            matches!(t.mirror(), Some((m, d)) if m == name && d != DesiredMirrorState::Stopped)
+                && exclude.is_match(&t.name)
+        })
+        .map(|t| t.name.clone())
         .collect())
 }
 
@@ -980,17 +1010,11 @@ impl MirrorSync {
             .await;
         self.record(name, steps::GROUP_OFFSETS, result);
 
-        // 6. Topics the patterns select that appeared on the source.
-        if mirror
-            .configs
-            .get("topics.include")
-            .is_some_and(|v| !v.trim().is_empty())
-        {
-            let result = self
-                .sync_discovered_topics(name, &mirror, &mut source)
-                .await;
-            self.record(name, steps::TOPIC_DISCOVERY, result);
-        }
+        // 6. Topics the patterns select that appeared on the source; excluded ones out.
+        let result = self
+            .sync_discovered_topics(name, &mirror, &mut source)
+            .await;
+        self.record(name, steps::TOPIC_DISCOVERY, result);
     }
 
     /// Step 6: AddTopicsToMirror (to this broker) for new source topics that match.
@@ -1000,17 +1024,47 @@ impl MirrorSync {
         mirror: &MirrorImage,
         source: &mut SourceCluster,
     ) -> Result<(), String> {
+        let set = |key: &str| {
+            mirror
+                .configs
+                .get(key)
+                .is_some_and(|v| !v.trim().is_empty())
+        };
+        if !set("topics.include") && !set("topics.exclude") {
+            // A mirror of named topics only: nothing to discover or enforce.
+            return Ok(());
+        }
         let all = source
             .metadata(None)
             .await
             .map_err(|e| format!("listing the source topics: {e}"))?;
         let image = self.metadata.load();
         let found = plan_discovered_topics(&mirror.configs, &all, &image)?;
-        if found.is_empty() {
+        let excluded = plan_excluded_topics(name, &mirror.configs, &image)?;
+        if found.is_empty() && excluded.is_empty() {
             return Ok(());
         }
-        tracing::info!(mirror = %name, topics = ?found, "new source topics match the mirror's patterns: adding them");
         let mut conn = connect_destination(&image, name).await?;
+        let mut failed = Vec::new();
+        if !excluded.is_empty() {
+            tracing::warn!(mirror = %name, topics = ?excluded, "mirrored topics now match topics.exclude: removing them from the mirror (they fail over)");
+            let request = MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
+                mirror_name: name.to_string(),
+                topics: excluded,
+                patterns: Vec::new(),
+                state_validation_offset: -1,
+            });
+            if let Err(e) = self_request(&mut conn, keys::REMOVE_TOPICS_FROM_MIRROR, request)
+                .await
+                .and_then(topic_errors)
+            {
+                failed.push(e);
+            }
+        }
+        if found.is_empty() {
+            return errors_to_result(&failed);
+        }
+        tracing::info!(mirror = %name, topics = ?found, "new source topics match the mirror's patterns: adding them");
         let request = MirrorRequest::AddTopicsToMirror(AddTopicsToMirrorRequest {
             mirror_name: name.to_string(),
             topics: found
@@ -1025,36 +1079,11 @@ impl MirrorSync {
             exclude_patterns: Vec::new(),
             state_validation_offset: -1,
         });
-        let mut body = bytes::BytesMut::new();
-        request.encode(&mut body);
-        let mut reply = conn
-            .send_raw(keys::ADD_TOPICS_TO_MIRROR, 0, &body)
+        if let Err(e) = self_request(&mut conn, keys::ADD_TOPICS_TO_MIRROR, request)
             .await
-            .map_err(|e| format!("AddTopicsToMirror to this broker: {e}"))?;
-        let response = MirrorResponse::decode(keys::ADD_TOPICS_TO_MIRROR, &mut reply)
-            .map_err(|e| format!("AddTopicsToMirror answer: {e}"))?;
-        let MirrorResponse::AddTopicsToMirror(r) = response else {
-            return Err("AddTopicsToMirror: unexpected answer".to_string());
-        };
-        let failed: Vec<String> = r
-            .topics
-            .iter()
-            .filter(|t| t.error_code != 0)
-            .map(|t| {
-                format!(
-                    "{}: {} {}",
-                    t.name,
-                    error_name(t.error_code),
-                    t.error_message.as_deref().unwrap_or("")
-                )
-            })
-            .collect();
-        if failed.is_empty() && r.error_code != 0 {
-            return Err(format!(
-                "AddTopicsToMirror: {} {}",
-                error_name(r.error_code),
-                r.error_message.unwrap_or_default()
-            ));
+            .and_then(topic_errors)
+        {
+            failed.push(e);
         }
         errors_to_result(&failed)
     }
@@ -1382,6 +1411,51 @@ impl MirrorSync {
             Err(_) => Err("the controller went away".to_string()),
         }
     }
+}
+
+/// Sends a mirror RPC to this broker over `conn` and returns its per-topic answer.
+async fn self_request(
+    conn: &mut KafkaConnection,
+    key: i16,
+    request: MirrorRequest,
+) -> Result<dataplane::wire::mirror::MirrorTopicsResponse, String> {
+    let mut body = bytes::BytesMut::new();
+    request.encode(&mut body);
+    let mut reply = conn
+        .send_raw(key, 0, &body)
+        .await
+        .map_err(|e| format!("mirror request {key} to this broker: {e}"))?;
+    match MirrorResponse::decode(key, &mut reply) {
+        Ok(MirrorResponse::AddTopicsToMirror(r))
+        | Ok(MirrorResponse::RemoveTopicsFromMirror(r)) => Ok(r),
+        Ok(_) => Err(format!("mirror request {key}: unexpected answer")),
+        Err(e) => Err(format!("mirror request {key} answer: {e}")),
+    }
+}
+
+/// The per-topic errors of an add or remove answer, as one step error.
+fn topic_errors(r: dataplane::wire::mirror::MirrorTopicsResponse) -> Result<(), String> {
+    let failed: Vec<String> = r
+        .topics
+        .iter()
+        .filter(|t| t.error_code != 0)
+        .map(|t| {
+            format!(
+                "{}: {} {}",
+                t.name,
+                error_name(t.error_code),
+                t.error_message.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    if failed.is_empty() && r.error_code != 0 {
+        return Err(format!(
+            "{} {}",
+            error_name(r.error_code),
+            r.error_message.unwrap_or_default()
+        ));
+    }
+    errors_to_result(&failed)
 }
 
 /// A connection to this broker, as a client: the address it advertises (loopback when

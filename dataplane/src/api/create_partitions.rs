@@ -2,6 +2,9 @@
 //! `AdminRequest::CreatePartitions`. Manual assignments are accepted when they place each
 //! new partition on this node alone, which is what a single node does anyway; anything
 //! else is INVALID_REPLICA_ASSIGNMENT, as Kafka answers for brokers it does not have.
+//! A topic in a mirror (not yet failed over) takes its partition count from the source
+//! (reference §6, "partition counts follow the source": the mirror's metadata sync
+//! grows it): a client's CreatePartitions on it is INVALID_REQUEST.
 
 use std::rc::Rc;
 
@@ -62,6 +65,21 @@ pub async fn handle(
                 .map(|x| x.broker_ids.into_iter().map(|b| b.0).collect())
                 .collect()
         });
+        let mirrored = image
+            .topic(&name)
+            .and_then(|ti| ti.mirror())
+            .filter(|(_, desired)| *desired != crate::wire::mirror::DesiredMirrorState::Stopped);
+        if let Some((mirror, _)) = mirrored {
+            let r = AdminResult::err(
+                name.as_str(),
+                ResponseError::InvalidRequest.code(),
+                format!(
+                    "Topic {name} is mirrored by mirror {mirror}: its partitions follow the source topic's (add them there); remove it from the mirror to manage it here"
+                ),
+            );
+            order.push((name, Some(r)));
+            continue;
+        }
         match check_assignments(t.count, current, assignments.as_deref(), image.node_id) {
             Ok(()) => {
                 forward.push((name.clone(), t.count));

@@ -304,12 +304,39 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
             )]);
         }
     };
-    // Topic ids and partition counts come from the source.
-    let needs_source = !patterns.is_empty()
-        || wanted
-            .iter()
-            .any(|t| t.topic_id.is_nil() || t.num_partitions < 1);
+    // A topic the mirror excludes (`topics.exclude`) would be removed again by its next
+    // metadata sync (exclusion is enforced): refuse it here instead.
+    let mirror_excludes: Vec<regex::Regex> = mirror
+        .configs
+        .get("topics.exclude")
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
+                .collect()
+        })
+        .unwrap_or_default();
     let mut per_topic_errors: BTreeMap<String, AdminResult> = BTreeMap::new();
+    for w in &wanted {
+        if let Some(x) = mirror_excludes.iter().find(|x| x.is_match(&w.name)) {
+            per_topic_errors.insert(
+                w.name.clone(),
+                AdminResult::err(
+                    w.name.clone(),
+                    ResponseError::InvalidRequest.code(),
+                    format!(
+                        "Topic {} matches the mirror's topics.exclude ({}); change topics.exclude first",
+                        w.name,
+                        x.as_str()
+                    ),
+                ),
+            );
+        }
+    }
+    // Topic ids and partition counts come from the source, and the source and loop
+    // checks run even when the request brings ids and counts (audit, smaller items).
+    let needs_source = true;
     if needs_source {
         let mut source = match SourceCluster::new(
             mirror.bootstrap_servers(),
@@ -379,7 +406,8 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
         for (name, t) in &meta.topics {
             let matches = patterns.iter().any(|p| p.is_match(name))
                 && !name.starts_with("__")
-                && !excludes.iter().any(|p| p.is_match(name));
+                && !excludes.iter().any(|p| p.is_match(name))
+                && !mirror_excludes.iter().any(|p| p.is_match(name));
             if matches && !wanted.iter().any(|w| &w.name == name) {
                 wanted.push(MirrorTopicMetadata {
                     topic_id: uuid::Uuid::nil(),

@@ -43,6 +43,9 @@ mod lag;
 const EPOCH_BUMP_THRESHOLD: i32 = 3;
 /// How far above the source epoch a bump goes (`LEADER_EPOCH_BUMP_INCREMENT`).
 const EPOCH_BUMP_INCREMENT: i32 = 10;
+/// A proactive epoch bump asked for is not asked again for this long, while the image
+/// has not caught up with it.
+const BUMP_REQUEST_TTL: Duration = Duration::from_secs(5);
 /// Idle wait when there is nothing to fetch.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
 
@@ -72,6 +75,9 @@ struct PartitionFetchState {
     /// The local end at which an OFFSET_OUT_OF_RANGE answer last sent the partition to
     /// an epoch check.
     out_of_range_checked_at: Option<i64>,
+    /// The last proactive epoch bump asked for: its target and when (one request until
+    /// the image shows it or it is old, not one per append; audit B-18).
+    bump_requested: Option<(i32, Instant)>,
 }
 
 impl PartitionFetchState {
@@ -94,6 +100,7 @@ impl PartitionFetchState {
             next_fetch_epoch: None,
             source_leader: None,
             out_of_range_checked_at: None,
+            bump_requested: None,
         }
     }
 
@@ -207,6 +214,16 @@ impl MirrorFetcher {
     pub fn shutdown(&self) {
         self.inner.borrow_mut().stopped = true;
         self.wake.notify(usize::MAX);
+    }
+
+    /// Stops and gives up every partition (a restart with a new config): returns them.
+    pub fn retire(&self) -> Vec<TopicPartition> {
+        let mut inner = self.inner.borrow_mut();
+        inner.stopped = true;
+        let partitions = std::mem::take(&mut inner.partitions);
+        drop(inner);
+        self.wake.notify(usize::MAX);
+        partitions.into_keys().collect()
     }
 
     fn next_generation(&self) -> u64 {
@@ -1027,18 +1044,36 @@ impl MirrorFetcher {
             .partition(tp)
             .map_or(0, |p| p.leader_epoch);
         if max_epoch > local_epoch - EPOCH_BUMP_THRESHOLD {
-            let bump = bump_epoch(ctx, tp, max_epoch + EPOCH_BUMP_INCREMENT);
+            let target = max_epoch + EPOCH_BUMP_INCREMENT;
             if max_epoch > local_epoch {
                 // Reactive: nothing is appended until the epoch covers the batches.
-                bump.await.map_err(|message| Failure {
-                    message,
-                    retryable: true,
-                })?;
+                bump_epoch(ctx, tp, target)
+                    .await
+                    .map_err(|message| Failure {
+                        message,
+                        retryable: true,
+                    })?;
             } else {
-                glommio::spawn_local(async move {
-                    let _ = bump.await;
-                })
-                .detach();
+                let now = Instant::now();
+                let asked = self
+                    .with_state(tp, |s| {
+                        let recent = s.bump_requested.is_some_and(|(t, at)| {
+                            t >= max_epoch + EPOCH_BUMP_THRESHOLD
+                                && now.duration_since(at) < BUMP_REQUEST_TTL
+                        });
+                        if !recent {
+                            s.bump_requested = Some((target, now));
+                        }
+                        !recent
+                    })
+                    .unwrap_or(false);
+                if asked {
+                    let bump = bump_epoch(ctx, tp, target);
+                    glommio::spawn_local(async move {
+                        let _ = bump.await;
+                    })
+                    .detach();
+                }
             }
         }
         let partition = ctx.partition(tp).ok_or_else(|| Failure {

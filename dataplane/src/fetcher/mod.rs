@@ -176,10 +176,10 @@ impl MirrorFetcherManager {
         let fetcher = match existing {
             Some(f) if f.config() == &config => f,
             other => {
-                let carried = other.map(|old| {
-                    old.shutdown();
-                    old.partitions()
-                });
+                // The old fetcher gives its partitions up at once: an append it has in
+                // flight then fails its membership check under the log lock, so nothing
+                // it fetched lands after a later removal (audit B-19).
+                let carried = other.map(|old| old.retire());
                 let f = mirror::MirrorFetcher::start(Rc::clone(ctx), config.clone());
                 for p in carried.into_iter().flatten() {
                     f.add(p);
