@@ -1633,3 +1633,93 @@ fn failback_after_retention_passed_the_failover_point_keeps_no_tail() {
     assert!(!seen.contains("\"tail\""), "A's tail is gone: {seen}");
     a.assert_healthy();
 }
+
+/// `mirror.failed.retry.max.attempts` followed by a manual recover: with one attempt
+/// allowed, a failback refused while the other side is still STOPPING stays FAILED
+/// (no more retries) even once the cause is gone, until `twinlog mirror recover` gives
+/// it a fresh budget; then it mirrors.
+#[test]
+fn exhausted_retries_wait_for_an_operator_to_recover() {
+    let Some(py) = confluent_kafka_python("manual recover") else {
+        return;
+    };
+    let a = Broker::start(&format!(
+        "{BROKER_CONFIG}\"mirror.failed.retry.max.attempts\" = 1\n"
+    ));
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topic = "recoverable";
+    load(
+        &py,
+        &a,
+        &["--topic", topic, "--partitions", "2", "--count", "500"],
+    );
+    start_mirror(&b, "ab", &a, &[topic]);
+    wait_caught_up(&b, "ab", &a, topic, 8);
+    b.stop_term();
+    b.set_fail_points(&["stopping.after_truncate=hang"]);
+    b.restart_after_stop();
+    wait_caught_up(&b, "ab", &a, topic, 8);
+    let r = remove_topics(&b.bootstrap(), "ab", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPING",
+        Duration::from_secs(30),
+        |d| all_in(d, "STOPPING"),
+    );
+    start_mirror(&a, "ba", &b, &[topic]);
+    let exhausted = |d: &DescribedMirror| {
+        partitions(d)
+            .values()
+            .all(|p| p.state == "FAILED" && p.retry_attempt == 1)
+    };
+    wait_for(
+        &a.bootstrap(),
+        "ba",
+        "FAILED, one attempt",
+        Duration::from_secs(60),
+        exhausted,
+    );
+    b.kill9();
+    b.set_fail_points(&[]);
+    b.restart_after_stop();
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    );
+    // The cause is gone, but the budget is spent: A does not retry by itself.
+    std::thread::sleep(Duration::from_millis(1500));
+    let d = describe(&a.bootstrap(), "ba");
+    assert!(exhausted(&d), "no automatic retry: {d:#?}");
+    let out = run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+            .args(["mirror", "recover", "ba", "--bootstrap-server"])
+            .arg(a.bootstrap()),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "{}", out.describe());
+    assert!(
+        out.stdout.contains(&format!("recovered {topic}-0")),
+        "{}",
+        out.describe()
+    );
+    wait_caught_up(&a, "ba", &b, topic, 8);
+    let d = wait_for(
+        &a.bootstrap(),
+        "ba",
+        "MIRRORING, counter cleared",
+        Duration::from_secs(60),
+        |d| {
+            partitions(d)
+                .values()
+                .all(|p| p.state == "MIRRORING" && p.retry_attempt == 0)
+        },
+    );
+    assert_eq!(partitions(&d).len(), 8);
+    assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 2);
+}

@@ -11,8 +11,9 @@ use clap::{Args, Subcommand};
 use dataplane::wire::mirror::{
     AddTopicsToMirrorRequest, CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest,
     DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition, ListMirrorsRequest,
-    ListedMirror, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorTopicMetadata,
-    MirrorTopicsRequest, MirrorTopicsResponse, RemoveTopicsFromMirrorRequest,
+    ListedMirror, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
+    MirrorStatesTopic, MirrorTopicMetadata, MirrorTopicsRequest, MirrorTopicsResponse,
+    ReadMirrorStatesRequest, RemoveTopicsFromMirrorRequest, WriteMirrorStatesRequest,
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
@@ -99,6 +100,15 @@ enum MirrorCommand {
     },
     /// Delete a mirror whose topics are all removed and STOPPED (DeleteMirror).
     Delete { name: String },
+    /// Retry FAILED partitions now, with a fresh retry budget: after
+    /// `mirror.failed.retry.max.attempts` or a non-retryable failure, once the cause is
+    /// fixed (ReadMirrorStates, then WriteMirrorStates with the retry counter at 0).
+    Recover {
+        name: String,
+        /// Only these topics (default: every topic of the mirror).
+        #[arg(long = "topic", value_name = "TOPIC")]
+        topics: Vec<String>,
+    },
     /// List the mirrors (ListMirrors).
     List,
     /// Show every mirrored partition (DescribeMirrors); all mirrors when none is named.
@@ -211,6 +221,7 @@ fn execute(args: MirrorArgs) -> Result<(), CliError> {
                 other => Err(unexpected(&other)),
             }
         }
+        MirrorCommand::Recover { name, topics } => recover(&mut admin, &name, &topics),
         MirrorCommand::List => list(&mut admin),
         MirrorCommand::Describe { names, json } => describe(&mut admin, names, json),
         MirrorCommand::Wait {
@@ -405,6 +416,100 @@ fn describe_mirrors(
             Ok(r)
         }
         other => Err(unexpected(&other)),
+    }
+}
+
+/// `twinlog mirror recover`: every FAILED partition of the mirror (or of `topics`) gets
+/// its retry counter reset to 0, fenced by the state epoch it was read at; the mirror
+/// manager then retries it at once.
+fn recover(admin: &mut Admin, name: &str, topics: &[String]) -> Result<(), CliError> {
+    let mirror = described_mirror(describe_mirrors(admin, vec![name.to_string()])?, name)?;
+    let failed: BTreeMap<String, Vec<i32>> = mirror
+        .topics
+        .iter()
+        .filter(|t| topics.is_empty() || topics.contains(&t.name))
+        .map(|t| {
+            let parts = t
+                .partitions
+                .iter()
+                .filter(|p| p.state == MirrorPartitionState::Failed.name())
+                .map(|p| p.partition)
+                .collect::<Vec<_>>();
+            (t.name.clone(), parts)
+        })
+        .filter(|(_, parts)| !parts.is_empty())
+        .collect();
+    if failed.is_empty() {
+        outln!("mirror {name}: no FAILED partition to recover");
+        return Ok(());
+    }
+    let read = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
+        mirror_name: name.to_string(),
+        topics: failed.into_iter().collect(),
+    });
+    let states = match admin.mirror(&read)? {
+        MirrorResponse::ReadMirrorStates(r) => {
+            check_code(r.error_code, None)?;
+            r
+        }
+        other => return Err(unexpected(&other)),
+    };
+    let topics: Vec<MirrorStatesTopic> = states
+        .topics
+        .into_iter()
+        .map(|t| MirrorStatesTopic {
+            name: t.name,
+            partitions: t
+                .partitions
+                .into_iter()
+                .filter(|e| e.error_code == 0 && e.state == MirrorPartitionState::Failed.code())
+                .map(|e| MirrorStateEntry {
+                    retry_attempt: 0,
+                    last_mirrored_epoch: -1,
+                    last_mirrored_offset: -1,
+                    error_message: e
+                        .error_message
+                        .as_ref()
+                        .map(|m| format!("recovered by an operator after: {m}")),
+                    ..e
+                })
+                .collect(),
+        })
+        .filter(|t| !t.partitions.is_empty())
+        .collect();
+    let write = MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
+        mirror_name: name.to_string(),
+        topics,
+        stopped_topics: Vec::new(),
+    });
+    let written = match admin.mirror(&write)? {
+        MirrorResponse::WriteMirrorStates(r) => r,
+        other => return Err(unexpected(&other)),
+    };
+    let mut errors = Vec::new();
+    for t in &written.topics {
+        for p in &t.partitions {
+            if p.error_code == 0 {
+                outln!("recovered {}-{}", t.name, p.partition);
+            } else {
+                errors.push(format!(
+                    "{}-{}: {}",
+                    t.name,
+                    p.partition,
+                    p.error_message
+                        .clone()
+                        .unwrap_or_else(|| format!("error {}", p.error_code))
+                ));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Other(format!(
+            "could not recover {}",
+            errors.join("; ")
+        )))
     }
 }
 

@@ -45,8 +45,9 @@ const ACTIONS_IN_FLIGHT_MAX: usize = 256;
 struct PartitionRuntime {
     /// An action for it is running.
     busy: bool,
-    /// FAILED (or a failed STOPPING): retry not before this.
-    retry_at: Option<Instant>,
+    /// FAILED (or a failed STOPPING): retry not before this, while the stored state
+    /// still has this state epoch (an operator's `mirror recover` writes a new one).
+    retry_at: Option<(Instant, i32)>,
 }
 
 type Key = (String, TopicPartition);
@@ -285,7 +286,10 @@ impl MirrorManager {
                         stored: &entry,
                         observed,
                         config: config.as_ref(),
-                        retry_at: runtime.retry_at,
+                        retry_at: runtime
+                            .retry_at
+                            .filter(|(_, epoch)| *epoch == entry.state_epoch)
+                            .map(|(at, _)| at),
                         now,
                     },
                 );
@@ -649,10 +653,14 @@ impl MirrorManager {
         let _ = self
             .set_shard_state(image, &tp, MirrorPartitionState::Failed)
             .await;
+        let state_epoch = self
+            .coordinator
+            .entry(mirror, topic.id, partition)
+            .state_epoch;
         let key = (mirror.to_string(), tp);
         let mut parts = self.partitions.borrow_mut();
         let rt = parts.entry(key).or_default();
-        rt.retry_at = Some(Instant::now() + backoff);
+        rt.retry_at = Some((Instant::now() + backoff, state_epoch));
     }
 
     /// Runs `f` on the shard that owns `tp`.
