@@ -10,7 +10,7 @@ use std::sync::Arc;
 use dataplane::controller::{AdminRequest, AdminResponse, AdminResult};
 use dataplane::log::LogConfig;
 use dataplane::metadata::{MetadataCell, MetadataImage};
-use dataplane::shard::ShardRouter;
+use dataplane::shard::{ShardRequest, ShardRouter};
 use dataplane::types::TopicPartition;
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
@@ -75,42 +75,36 @@ impl PartitionOps for ShardRouter {
         let calls: Vec<LocalBoxFuture<'_, Result<(), String>>> = actions
             .iter()
             .cloned()
-            .map(|action| match action {
-                PartitionAction::Open {
-                    tp,
-                    topic_id,
-                    config,
-                    shard,
-                    ..
-                } => self
-                    .call(shard, move |ctx| async move {
-                        ctx.open_partition(tp, topic_id, config)
-                            .await
-                            .map_err(|e| e.to_string())
-                    })
-                    .boxed_local(),
-                PartitionAction::Delete { tp, shard, .. } => self
-                    .call(shard, move |ctx| async move {
-                        // Its fetcher goes with it (audit B-12): a fetcher keeps partitions
-                        // by name and would copy the source into a topic created later
-                        // under the same name.
-                        dataplane::fetcher::MirrorFetcherManager::remove_partition(&ctx, &tp).await;
-                        ctx.mirror_fetchers.forget(&tp);
-                        ctx.delete_partition(&tp).await.map_err(|e| e.to_string())
-                    })
-                    .boxed_local(),
-                PartitionAction::UpdateConfig {
-                    tp, config, shard, ..
-                } => self
-                    .call(shard, move |ctx| async move {
-                        ctx.update_config(&tp, config).await;
-                        Ok(())
-                    })
-                    .boxed_local(),
-            })
-            .map(|call| {
-                call.map(|r| r.map_err(|gone| gone.to_string()).and_then(|inner| inner))
-                    .boxed_local()
+            .map(|action| {
+                let (shard, request) = match action {
+                    PartitionAction::Open {
+                        tp,
+                        topic_id,
+                        config,
+                        shard,
+                        ..
+                    } => (
+                        shard,
+                        ShardRequest::OpenPartition {
+                            tp,
+                            topic_id,
+                            config,
+                        },
+                    ),
+                    PartitionAction::Delete { tp, shard, .. } => {
+                        (shard, ShardRequest::DeletePartition { tp })
+                    }
+                    PartitionAction::UpdateConfig {
+                        tp, config, shard, ..
+                    } => (shard, ShardRequest::UpdateConfig { tp, config }),
+                };
+                async move {
+                    self.request(shard, request)
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| e.to_string())
+                }
+                .boxed_local()
             })
             .collect();
         futures::executor::block_on(futures::future::join_all(calls))

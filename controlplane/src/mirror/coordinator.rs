@@ -24,18 +24,16 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use dataplane::api::errors::log_error_code;
-use dataplane::log::AppendKind;
 use dataplane::metadata::{MetadataCell, TopicImage};
-use dataplane::shard::{now_ms, ShardGone, ShardRouter};
-use dataplane::types::{LeaderEpoch, TopicPartition};
-use dataplane::wire::batch::{BatchBuilder, Compression};
+use dataplane::shard::{now_ms, ShardReply, ShardRequest, ShardRequestError, ShardRouter};
+use dataplane::types::TopicPartition;
+use dataplane::wire::batch::BatchBuilder;
 use dataplane::wire::mirror::{
     errors, MirrorPartitionState, MirrorStateEntry, MirrorStatesTopic, PartitionResult,
     ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
     WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
 };
-use dataplane::wire::records::{decode_records, encode_record};
+use dataplane::wire::records::encode_record;
 use futures::future::LocalBoxFuture;
 use futures::lock::Mutex as AsyncMutex;
 use kafka_protocol::ResponseError;
@@ -236,8 +234,26 @@ impl ShardMirrorStateLog {
     }
 }
 
-fn shard_gone(e: ShardGone) -> CoordinatorError {
-    CoordinatorError::ShardGone { shard: e.0 }
+/// A shard's refusal, in the coordinator's terms.
+fn shard_error(tp: &TopicPartition, e: ShardRequestError) -> CoordinatorError {
+    match e {
+        ShardRequestError::NotOpen { tp, shard } => CoordinatorError::NotOpen { tp, shard },
+        ShardRequestError::Partition(_) => CoordinatorError::LogClosed { tp: tp.clone() },
+        ShardRequestError::Gone(g) => CoordinatorError::ShardGone { shard: g.0 },
+        ShardRequestError::Log {
+            error_code,
+            message,
+        } => CoordinatorError::Log {
+            tp: tp.clone(),
+            error_code,
+            message,
+        },
+        ShardRequestError::Step(message) => CoordinatorError::Log {
+            tp: tp.clone(),
+            error_code: ResponseError::UnknownServerError.code(),
+            message,
+        },
+    }
 }
 
 impl MirrorStateLog for ShardMirrorStateLog {
@@ -266,40 +282,16 @@ impl MirrorStateLog for ShardMirrorStateLog {
             }
             .build(&body);
             self.router
-                .call(shard, move |ctx| async move {
-                    let owned = ctx
-                        .partition(&tp)
-                        .ok_or_else(|| CoordinatorError::NotOpen {
-                            tp: tp.clone(),
-                            shard: ctx.id,
-                        })?;
-                    let epoch = ctx
-                        .metadata
-                        .load()
-                        .partition(&tp)
-                        .map_or(0, |p| p.leader_epoch);
-                    let mut log = owned
-                        .write()
-                        .await
-                        .map_err(|_| CoordinatorError::LogClosed { tp: tp.clone() })?;
-                    match log
-                        .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
-                        .await
-                    {
-                        // The partition's writer advances the high watermark.
-                        Ok(_) => Ok(()),
-                        Err(e) => {
-                            tracing::error!(%tp, error = %e, "cannot append to __mirror_state");
-                            Err(CoordinatorError::Log {
-                                error_code: log_error_code(&e),
-                                message: e.to_string(),
-                                tp,
-                            })
-                        }
-                    }
-                })
+                .request(
+                    shard,
+                    ShardRequest::AppendBatch {
+                        tp: tp.clone(),
+                        batch,
+                    },
+                )
                 .await
-                .map_err(shard_gone)?
+                .map(|_| ())
+                .map_err(|e| shard_error(&tp, e))
         })
     }
 
@@ -309,75 +301,29 @@ impl MirrorStateLog for ShardMirrorStateLog {
         shard: usize,
     ) -> LocalBoxFuture<'_, Result<(MirrorStateTable, usize), CoordinatorError>> {
         Box::pin(async move {
-            self.router
-                .call(shard, move |ctx| async move {
-                    let owned = ctx
-                        .partition(&tp)
-                        .ok_or_else(|| CoordinatorError::NotOpen {
-                            tp: tp.clone(),
-                            shard: ctx.id,
-                        })?;
-                    let log = owned
-                        .read()
-                        .await
-                        .map_err(|_| CoordinatorError::LogClosed { tp: tp.clone() })?;
-                    let mut table = MirrorStateTable::default();
-                    let mut count = 0usize;
-                    let start = log.log_start_offset();
-                    let replayed = log
-                        .for_each_batch(start, |batch| {
-                            count += replay_batch(&tp, batch, &mut table);
-                        })
-                        .await;
-                    if let Err(e) = replayed {
-                        tracing::error!(%tp, error = %e, "cannot read __mirror_state");
-                        return Err(CoordinatorError::Log {
-                            error_code: log_error_code(&e),
-                            message: e.to_string(),
-                            tp,
-                        });
-                    }
-                    Ok((table, count))
-                })
+            let reply = self
+                .router
+                .request(shard, ShardRequest::ReadRecords { tp: tp.clone() })
                 .await
-                .map_err(shard_gone)?
+                .map_err(|e| shard_error(&tp, e))?;
+            let ShardReply::Records(records) = reply else {
+                return Err(shard_error(
+                    &tp,
+                    ShardRequestError::Step(format!("unexpected answer {reply:?}")),
+                ));
+            };
+            let mut table = MirrorStateTable::default();
+            let mut count = 0usize;
+            for r in records {
+                let Some(key) = r.key else { continue };
+                count += 1;
+                if let Err(e) = table.replay(&key, r.value.as_deref()) {
+                    tracing::warn!(%tp, offset = r.offset, error = %e, "undecodable __mirror_state record skipped");
+                }
+            }
+            Ok((table, count))
         })
     }
-}
-
-/// Applies the records of one batch to `table`; returns how many keyed records it held.
-/// The coordinator writes only uncompressed, non-transactional data batches; anything
-/// else is logged and skipped.
-fn replay_batch(
-    tp: &TopicPartition,
-    batch: &dataplane::wire::RecordBatch,
-    table: &mut MirrorStateTable,
-) -> usize {
-    if batch.is_control() {
-        return 0;
-    }
-    let base = batch.base_offset().0;
-    if batch.compression() != Compression::None {
-        tracing::warn!(%tp, offset = base, "compressed __mirror_state batch skipped");
-        return 0;
-    }
-    let records = match decode_records(&batch.records(), batch.record_count()) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(%tp, offset = base, error = %e, "undecodable __mirror_state batch skipped");
-            return 0;
-        }
-    };
-    let mut count = 0;
-    for r in records {
-        let Some(key) = r.key else { continue };
-        count += 1;
-        if let Err(e) = table.replay(&key, r.value.as_deref()) {
-            let offset = base + i64::from(r.offset_delta);
-            tracing::warn!(%tp, offset, error = %e, "undecodable __mirror_state record skipped");
-        }
-    }
-    count
 }
 
 /// Which `__mirror_state` the table was loaded from.

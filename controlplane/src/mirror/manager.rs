@@ -19,9 +19,11 @@ use dataplane::client::cluster::SourceCluster;
 use dataplane::client::ConnectionConfig;
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
 use dataplane::failpoint::fail_point;
-use dataplane::fetcher::{self, MirrorEvent, MirrorFetchConfig, MirrorFetcherManager};
+use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
 use dataplane::metadata::{MetadataCell, MetadataImage, TopicImage};
-use dataplane::shard::ShardRouter;
+use dataplane::shard::{
+    MirrorObservation, ShardReply, ShardRequest, ShardRequestError, ShardRouter,
+};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, keys, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror,
@@ -77,6 +79,8 @@ impl std::fmt::Debug for MirrorManager {
 struct StepError {
     message: String,
     retryable: bool,
+    /// The partition's log is not open on its shard yet (just created): not a failure.
+    not_open: bool,
 }
 
 impl From<String> for StepError {
@@ -84,8 +88,13 @@ impl From<String> for StepError {
         StepError {
             message,
             retryable: true,
+            not_open: false,
         }
     }
+}
+
+fn unexpected(reply: &ShardReply) -> StepError {
+    StepError::from(format!("unexpected shard answer {reply:?}"))
 }
 
 impl MirrorManager {
@@ -176,7 +185,11 @@ impl MirrorManager {
         if MirrorPartitionState::from_code(entry.state) != Some(MirrorPartitionState::Mirroring) {
             return;
         }
-        let error = StepError { message, retryable };
+        let error = StepError {
+            message,
+            retryable,
+            not_open: false,
+        };
         self.fail(
             &image,
             &topic,
@@ -230,13 +243,8 @@ impl MirrorManager {
             .collect();
         for key in stale {
             self.partitions.borrow_mut().remove(&key);
-            self.on_shard(&image, &key.1, move |ctx, tp| async move {
-                MirrorFetcherManager::remove_partition(&ctx, &tp).await;
-                ctx.mirror_fetchers.forget(&tp);
-                Ok(())
-            })
-            .await
-            .ok();
+            let forget = ShardRequest::ForgetMirrorPartition { tp: key.1.clone() };
+            self.on_shard(&image, &key.1, forget).await.ok();
         }
         let observed = self.observe(&image).await;
         let now = Instant::now();
@@ -397,49 +405,64 @@ impl MirrorManager {
                 }
             }
             for shard in 0..self.router.shard_count() {
-                let m = mirror.clone();
-                let _ = self
-                    .router
-                    .call(shard, move |ctx| async move {
-                        ctx.mirror_fetchers.remove_mirror(&m);
-                    })
-                    .await;
+                let stop = ShardRequest::StopMirrorFetchers {
+                    mirror: mirror.clone(),
+                };
+                let _ = self.router.request(shard, stop).await;
             }
         }
     }
 
-    /// What each owning shard actually does for every mirror partition: one call per
-    /// shard per tick.
+    /// What each owning shard actually does for every mirror partition: one request per
+    /// shard per tick. A shard that did not answer leaves its partitions out.
     async fn observe(&self, image: &MetadataImage) -> HashMap<TopicPartition, Observed> {
+        let tps: Vec<TopicPartition> = image
+            .topics
+            .values()
+            .filter(|t| t.mirror().is_some())
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| TopicPartition::new(t.name.as_str(), p.partition))
+            })
+            .collect();
+        self.observations(image, &tps)
+            .await
+            .into_iter()
+            .map(|(tp, o)| {
+                let observed = Observed {
+                    gate: o.gate,
+                    fetch_healthy: o.fetching.as_ref().is_some_and(|f| f.1),
+                    fetching_with: o.fetching.map(|f| f.0),
+                };
+                (tp, observed)
+            })
+            .collect()
+    }
+
+    /// [`MirrorObservation`]s of `tps`, asked of each owning shard once.
+    async fn observations(
+        &self,
+        image: &MetadataImage,
+        tps: &[TopicPartition],
+    ) -> HashMap<TopicPartition, MirrorObservation> {
         let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
-        for topic in image.topics.values().filter(|t| t.mirror().is_some()) {
-            for p in &topic.partitions {
-                by_shard
-                    .entry(p.shard)
-                    .or_default()
-                    .push(TopicPartition::new(topic.name.as_str(), p.partition));
+        for tp in tps {
+            if let Some(p) = image.partition(tp) {
+                by_shard.entry(p.shard).or_default().push(tp.clone());
             }
         }
         let mut out = HashMap::new();
         for (shard, tps) in by_shard {
-            let answer = self
+            match self
                 .router
-                .call(shard, move |ctx| async move {
-                    tps.into_iter()
-                        .map(|tp| {
-                            let fetching = ctx.mirror_fetchers.fetching(&tp);
-                            let observed = Observed {
-                                gate: ctx.mirror_fetchers.state(&tp),
-                                fetch_healthy: fetching.as_ref().is_some_and(|f| f.1),
-                                fetching_with: fetching.map(|f| f.0),
-                            };
-                            (tp, observed)
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .await;
-            match answer {
-                Ok(rows) => out.extend(rows),
+                .request(shard, ShardRequest::ObserveMirrorPartitions(tps))
+                .await
+            {
+                Ok(ShardReply::Observed(rows)) => {
+                    out.extend(rows.into_iter().map(|o| (o.tp.clone(), o)))
+                }
+                Ok(other) => tracing::warn!(shard, ?other, "mirror manager: unexpected answer"),
                 Err(e) => {
                     tracing::debug!(shard, error = %e, "mirror manager: shard did not answer")
                 }
@@ -611,7 +634,7 @@ impl MirrorManager {
         error: StepError,
     ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        if error.message.contains("is not open on shard") {
+        if error.not_open {
             // The controller publishes a new topic before its shards have opened the
             // logs: not a failure, the next tick tries again.
             tracing::debug!(%mirror, %tp, "partition log not open yet; retrying");
@@ -663,27 +686,29 @@ impl MirrorManager {
         rt.retry_at = Some((Instant::now() + backoff, state_epoch));
     }
 
-    /// Runs `f` on the shard that owns `tp`.
-    async fn on_shard<F, Fut, R>(
+    /// Sends `request` to the shard that owns `tp`.
+    async fn on_shard(
         &self,
         image: &MetadataImage,
         tp: &TopicPartition,
-        f: F,
-    ) -> Result<R, StepError>
-    where
-        F: FnOnce(Rc<dataplane::shard::ShardCtx>, TopicPartition) -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = Result<R, String>> + 'static,
-        R: Send + 'static,
-    {
+        request: ShardRequest,
+    ) -> Result<ShardReply, StepError> {
         let shard = image.partition(tp).map(|p| p.shard).ok_or_else(|| {
             StepError::from(format!("partition {tp} is not in the metadata image"))
         })?;
-        let tp = tp.clone();
         self.router
-            .call(shard, move |ctx| f(ctx, tp))
+            .request(shard, request)
             .await
-            .map_err(|e| StepError::from(e.to_string()))?
-            .map_err(StepError::from)
+            .map_err(|e| match e {
+                // The controller publishes a new topic before its shards have opened
+                // the logs: not a failure, the next tick tries again.
+                ShardRequestError::NotOpen { .. } => StepError {
+                    message: e.to_string(),
+                    retryable: true,
+                    not_open: true,
+                },
+                e => StepError::from(e.to_string()),
+            })
     }
 
     /// Tells the owning shard the partition's state (its read-only gate); any state but
@@ -694,15 +719,11 @@ impl MirrorManager {
         tp: &TopicPartition,
         state: MirrorPartitionState,
     ) -> Result<(), StepError> {
-        self.on_shard(image, tp, move |ctx, tp| async move {
-            if state != MirrorPartitionState::Mirroring {
-                MirrorFetcherManager::remove_partition(&ctx, &tp).await;
-            }
-            ctx.mirror_fetchers.set_state(&tp, state);
-            Ok(())
-        })
-        .await?;
-        Ok(())
+        let request = ShardRequest::SetMirrorState {
+            tp: tp.clone(),
+            state,
+        };
+        self.on_shard(image, tp, request).await.map(|_| ())
     }
 
     /// Persists `to` (reached from `from`) and then gives the shard the new state.
@@ -808,6 +829,7 @@ impl MirrorManager {
                 let error = StepError {
                     message: message.clone(),
                     retryable: true,
+                    not_open: false,
                 };
                 self.fail(
                     image,
@@ -830,11 +852,14 @@ impl MirrorManager {
                 .retry_attempt
                 .max(0);
             let result = async {
-                let truncated = self
-                    .on_shard(image, &tp, move |ctx, tp| async move {
-                        fetcher::prepare_partition(&ctx, &tp, lme).await
-                    })
-                    .await?;
+                let request = ShardRequest::PrepareMirrorPartition {
+                    tp: tp.clone(),
+                    lme,
+                };
+                let truncated = match self.on_shard(image, &tp, request).await? {
+                    ShardReply::Truncated(n) => n,
+                    other => return Err(unexpected(&other)),
+                };
                 self.write_state(
                     image,
                     &topic,
@@ -895,6 +920,7 @@ impl MirrorManager {
             SourceCluster::new(&fetch.bootstrap_servers, conn_config).map_err(|e| StepError {
                 message: e.to_string(),
                 retryable: false,
+                not_open: false,
             })?;
         let conn = cluster
             .any_connection()
@@ -999,13 +1025,11 @@ impl MirrorManager {
             .get(mirror)
             .map(|m| MirrorFetchConfig::from_image(m))
             .ok_or_else(|| StepError::from(format!("mirror {mirror} no longer exists")))?;
-        self.on_shard(image, tp, move |ctx, tp| async move {
-            ctx.mirror_fetchers
-                .set_state(&tp, MirrorPartitionState::Mirroring);
-            MirrorFetcherManager::add_partition(&ctx, tp, config);
-            Ok(())
-        })
-        .await?;
+        let request = ShardRequest::StartMirrorFetch {
+            tp: tp.clone(),
+            config,
+        };
+        self.on_shard(image, tp, request).await?;
         let key = (mirror.to_string(), tp.clone());
         self.partitions
             .borrow_mut()
@@ -1152,11 +1176,11 @@ impl MirrorManager {
             .await?;
         fail_point("stopping.after_fetcher_removed").await;
         // 2. Bump the partition leader epoch above every batch epoch in the log.
-        let latest = self
-            .on_shard(image, &tp, |ctx, tp| async move {
-                fetcher::stop_epoch_to_exceed(&ctx, &tp).await
-            })
-            .await?;
+        let request = ShardRequest::StopEpochToExceed { tp: tp.clone() };
+        let latest = match self.on_shard(image, &tp, request).await? {
+            ShardReply::EpochToExceed(e) => e,
+            other => return Err(unexpected(&other)),
+        };
         if let Some(epoch) = latest {
             let current_epoch = self
                 .metadata
@@ -1177,11 +1201,11 @@ impl MirrorManager {
         }
         fail_point("stopping.after_epoch_bump").await;
         // 3. Truncate to the LSO; 4. persist the LME.
-        let lme = self
-            .on_shard(image, &tp, |ctx, tp| async move {
-                fetcher::stop_truncate(&ctx, &tp).await
-            })
-            .await?;
+        let request = ShardRequest::StopTruncate { tp: tp.clone() };
+        let lme = match self.on_shard(image, &tp, request).await? {
+            ShardReply::Lme(lme) => lme,
+            other => return Err(unexpected(&other)),
+        };
         fail_point("stopping.after_truncate").await;
         if let Some(lme) = lme {
             if lme.0 >= 0 {
@@ -1195,10 +1219,11 @@ impl MirrorManager {
             .get(mirror)
             .map(|m| m.source_cluster_id().to_string())
             .unwrap_or_default();
-        self.on_shard(image, &tp, move |ctx, tp| async move {
-            fetcher::stop_append_pid_reset(&ctx, &tp, &source_cluster_id).await
-        })
-        .await?;
+        let request = ShardRequest::StopAppendPidReset {
+            tp: tp.clone(),
+            source_cluster_id,
+        };
+        self.on_shard(image, &tp, request).await?;
         fail_point("stopping.after_pid_reset").await;
         // 6. STOPPED: writable.
         self.settle(
@@ -1370,40 +1395,17 @@ impl MirrorManager {
         image: &MetadataImage,
         tps: &[TopicPartition],
     ) -> HashMap<TopicPartition, (i64, i64, Option<String>, i64, i64)> {
-        let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
-        for tp in tps {
-            if let Some(p) = image.partition(tp) {
-                by_shard.entry(p.shard).or_default().push(tp.clone());
-            }
-        }
-        let mut out = HashMap::new();
-        for (shard, tps) in by_shard {
-            let answer = self
-                .router
-                .call(shard, move |ctx| async move {
-                    let mut rows = Vec::with_capacity(tps.len());
-                    for tp in tps {
-                        let end = match ctx.partition(&tp) {
-                            Some(p) => match p.read().await {
-                                Ok(log) => log.log_end_offset().0,
-                                Err(_) => -1,
-                            },
-                            None => -1,
-                        };
-                        let status = ctx.mirror_fetchers.status(&tp);
-                        let hw = status.as_ref().map_or(-1, |s| s.source_high_watermark);
-                        let cut = status.as_ref().map_or(0, |s| s.truncated_records);
-                        let lag_ms = status.as_ref().map_or(-1, |s| s.lag_ms);
-                        let err = status.and_then(|s| s.last_error);
-                        rows.push((tp, (end, hw, err, cut, lag_ms)));
-                    }
-                    rows
-                })
-                .await;
-            if let Ok(rows) = answer {
-                out.extend(rows);
-            }
-        }
-        out
+        self.observations(image, tps)
+            .await
+            .into_iter()
+            .map(|(tp, o)| {
+                let status = o.status;
+                let hw = status.as_ref().map_or(-1, |s| s.source_high_watermark);
+                let cut = status.as_ref().map_or(0, |s| s.truncated_records);
+                let lag_ms = status.as_ref().map_or(-1, |s| s.lag_ms);
+                let err = status.and_then(|s| s.last_error);
+                (tp, (o.log_end_offset, hw, err, cut, lag_ms))
+            })
+            .collect()
     }
 }

@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use dataplane::controller::{ControllerHandle, MirrorHandle};
 use dataplane::fetcher::MirrorEvent;
 use dataplane::metadata::MetadataCell;
-use dataplane::shard::ShardRouter;
+use dataplane::shard::{ShardRequest, ShardRouter};
 use dataplane::wire::mirror::{MirrorRequest, MirrorResponse};
 use futures::channel::oneshot;
 use glommio::{LocalExecutorBuilder, Placement};
@@ -80,9 +80,7 @@ pub fn spawn_mirror_thread(
             for shard in 0..router.shard_count() {
                 let tx = events_tx.clone();
                 let _ = router
-                    .call(shard, move |ctx| async move {
-                        ctx.mirror_fetchers.set_events(tx);
-                    })
+                    .request(shard, ShardRequest::SetMirrorEvents(tx))
                     .await;
             }
             let coordinator = MirrorStateCoordinator::new(router.clone(), Arc::clone(&metadata));

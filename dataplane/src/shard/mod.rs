@@ -1,7 +1,9 @@
 //! Shards: one pinned glommio executor per core. Each partition is owned by exactly one
 //! shard ([`crate::metadata::PartitionImage::shard`]); only that shard touches its log.
 //! Work for another shard travels as a [`Job`] over that shard's bounded channel and its
-//! answer comes back on a oneshot channel.
+//! answer comes back on a oneshot channel. Outside the data plane (the controller, the
+//! mirror manager and coordinator) a shard is reached only with typed requests
+//! ([`request::ShardRequest`]); closures are for the data plane's own request routing.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -19,6 +21,9 @@ use crate::log::{LogConfig, LogError, PartitionLog};
 use crate::metadata::MetadataCell;
 use crate::partition::Partition;
 use crate::types::TopicPartition;
+
+pub mod request;
+pub use request::{MirrorObservation, ShardReply, ShardRequest, ShardRequestError, StoredRecord};
 
 /// A unit of work run on a shard with that shard's context.
 pub type Job = Box<dyn FnOnce(Rc<ShardCtx>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
@@ -66,7 +71,7 @@ impl ShardRouter {
 
     /// Runs `f` on `shard` and returns its result. Waits (asynchronously) when the
     /// shard's queue is full: the bound is the back-pressure between shards.
-    pub async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>
+    pub(crate) async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>
     where
         R: Send + 'static,
         F: FnOnce(Rc<ShardCtx>) -> Fut + Send + 'static,
