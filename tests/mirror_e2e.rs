@@ -1723,3 +1723,36 @@ fn exhausted_retries_wait_for_an_operator_to_recover() {
     assert_eq!(partitions(&d).len(), 8);
     assert_byte_identical(&b.bootstrap(), &a.bootstrap(), topic, 2);
 }
+
+/// A failover asked for while PREPARING's LME look-up hangs on an unreachable source
+/// (here a fail point stalls the look-up) does not wait for it (audit B-17): the attempt
+/// is abandoned and STOPPING runs at once.
+#[test]
+fn failover_does_not_wait_for_a_hanging_lme_lookup() {
+    let a = Broker::start(BROKER_CONFIG);
+    let mut b = Broker::start(BROKER_CONFIG);
+    let topic = "stuck";
+    create_topic(&a.bootstrap(), topic, 2);
+    produce_batch(&a.bootstrap(), topic, 0, 10);
+    b.stop_term();
+    b.set_fail_points(&["mirror.lme_lookup=hang"]);
+    b.restart_after_stop();
+    start_mirror(&b, "m", &a, &[topic]);
+    wait_for(
+        &b.bootstrap(),
+        "m",
+        "PREPARING",
+        Duration::from_secs(30),
+        |d| all_in(d, "PREPARING"),
+    );
+    assert!(b.log().contains("mirror.lme_lookup"), "{}", b.log_tail(20));
+    let started = std::time::Instant::now();
+    failover(&b, "m", topic);
+    assert!(
+        b.log().contains("the attempt is abandoned"),
+        "{}",
+        b.log_tail(30)
+    );
+    eprintln!("STOPPED {:?} after the removal", started.elapsed());
+    produce_batch(&b.bootstrap(), topic, 0, 3);
+}

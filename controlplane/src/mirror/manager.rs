@@ -27,9 +27,9 @@ use dataplane::shard::{
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, keys, DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror,
-    DescribedMirrorPartition, DescribedMirrorTopic, LmeLookup, LmePartition, LmeResult,
-    MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry, MirrorStatesTopic,
-    WriteMirrorStatesRequest,
+    DescribedMirrorPartition, DescribedMirrorTopic, DesiredMirrorState, LmeLookup, LmePartition,
+    LmeResult, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
+    MirrorStatesTopic, WriteMirrorStatesRequest,
 };
 
 use super::coordinator::{MirrorStateCoordinator, MIRROR_STATE_TOPIC};
@@ -804,7 +804,19 @@ impl MirrorManager {
         if started.is_empty() {
             return;
         }
-        let (lmes, looped) = match self.lookup_lmes(image, mirror, &started).await {
+        // The look-up can take the connect and request timeouts when the source is
+        // unreachable; a failover asked for meanwhile must not wait for it (audit B-17).
+        let lookup = Box::pin(self.lookup_lmes(image, mirror, &started));
+        let abandon = Box::pin(self.desired_no_longer_mirroring(mirror, &started));
+        let looked = match futures::future::select(lookup, abandon).await {
+            futures::future::Either::Left((looked, _)) => looked,
+            futures::future::Either::Right(((), _)) => {
+                tracing::info!(%mirror, partitions = started.len(), "desired state changed during PREPARING's LME look-up: the attempt is abandoned");
+                self.poke();
+                return;
+            }
+        };
+        let (lmes, looped) = match looked {
             Ok(l) => l,
             Err(e) => {
                 for (topic, p) in &started {
@@ -892,6 +904,24 @@ impl MirrorManager {
         self.poke();
     }
 
+    /// Completes once any of `parts` is no longer desired MIRRORING in `mirror` (paused,
+    /// removed, its topic or the mirror gone).
+    async fn desired_no_longer_mirroring(&self, mirror: &str, parts: &[(Arc<TopicImage>, i32)]) {
+        loop {
+            let changed = self.metadata.listen();
+            let image = self.metadata.load();
+            let still = image.mirrors.contains_key(mirror)
+                && parts.iter().all(|(topic, _)| {
+                    image.topic(&topic.name).and_then(|t| t.mirror())
+                        == Some((mirror, DesiredMirrorState::Mirroring))
+                });
+            if !still {
+                return;
+            }
+            changed.await;
+        }
+    }
+
     /// The LMEs the source recorded for these partitions when a mirror from us was
     /// stopped there (failback), -1 where none. A source that does not know
     /// DescribeMirrors answers -1 for all (`DECISIONS.md`).
@@ -922,6 +952,7 @@ impl MirrorManager {
                 retryable: false,
                 not_open: false,
             })?;
+        fail_point("mirror.lme_lookup").await;
         let conn = cluster
             .any_connection()
             .await
