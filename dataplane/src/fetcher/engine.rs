@@ -4,7 +4,137 @@
 //! partition error means. The mirror fetcher (`mirror.rs`) does the I/O and applies
 //! them; the replica fetcher of the cluster issue will apply the same ones.
 
+use std::time::{Duration, Instant};
+
 use kafka_protocol::ResponseError;
+
+use super::MirrorPartitionStatus;
+
+/// One partition's fetch state, Kafka's `PartitionFetchState`: whether it must check
+/// divergence first, its pipelined position and generation, its error backoff, and what
+/// it has seen of the leader. Time comes in as a parameter.
+#[derive(Debug, Clone)]
+pub struct PartitionFetchState {
+    /// Check divergence (OffsetsForLeaderEpoch) before the next fetch.
+    pub(crate) truncating: bool,
+    pub(crate) status: MirrorPartitionStatus,
+    /// Not fetched before this instant (backoff after an error).
+    pub(crate) retry_at: Option<Instant>,
+    /// Consecutive errors, for the backoff and for giving up.
+    pub(crate) errors: u32,
+    /// When the source was last asked for this partition's newest timestamp (lag).
+    pub(crate) lag_probed_at: Option<Instant>,
+    /// Where the next Fetch starts while the previous response's append is still
+    /// pending (the pipeline); `None`: at the local log end.
+    pub(crate) next_fetch_offset: Option<i64>,
+    /// Changes whenever `next_fetch_offset` is forgotten (an error, a truncation, a
+    /// discarded response): a response fetched under an older generation is dropped
+    /// unappended, so a failed append never leaves a gap in the log.
+    pub(crate) generation: u64,
+    /// The epoch of the last batch of the pipelined response (the `LastFetchedEpoch`
+    /// that goes with `next_fetch_offset`).
+    pub(crate) next_fetch_epoch: Option<i32>,
+    /// The source (leader, leader epoch) it last fetched from.
+    pub(crate) source_leader: Option<(i32, i32)>,
+    /// The local end at which an OFFSET_OUT_OF_RANGE answer last sent the partition to
+    /// an epoch check.
+    pub(crate) out_of_range_checked_at: Option<i64>,
+    /// The last proactive epoch bump asked for: its target and when (one request until
+    /// the image shows it or it is old, not one per append; audit B-18).
+    pub(crate) bump_requested: Option<(i32, Instant)>,
+}
+
+impl PartitionFetchState {
+    pub fn new(generation: u64) -> Self {
+        PartitionFetchState {
+            truncating: true,
+            status: MirrorPartitionStatus {
+                source_high_watermark: -1,
+                source_log_start_offset: -1,
+                source_leader_epoch: -1,
+                last_error: None,
+                truncated_records: 0,
+                lag_ms: -1,
+            },
+            retry_at: None,
+            errors: 0,
+            lag_probed_at: None,
+            next_fetch_offset: None,
+            generation,
+            next_fetch_epoch: None,
+            source_leader: None,
+            out_of_range_checked_at: None,
+            bump_requested: None,
+        }
+    }
+
+    /// Forgets the pipelined fetch position: the next Fetch starts at the log end.
+    pub fn forget_position(&mut self, generation: u64) {
+        self.next_fetch_offset = None;
+        self.next_fetch_epoch = None;
+        self.generation = generation;
+    }
+
+    /// An error: the position is forgotten (a new generation), the partition waits
+    /// `base * 2^errors / 2` (at least 50 ms, at most ten times `base`) before it is
+    /// fetched again, and the error is what DescribeMirrors shows.
+    pub fn on_error(&mut self, message: String, base: Duration, now: Instant, generation: u64) {
+        self.forget_position(generation);
+        self.errors = self.errors.saturating_add(1);
+        let base = base.max(Duration::from_millis(50));
+        let factor = 1u32 << self.errors.min(5);
+        let wait = (base * factor / 2).min(base * 10);
+        self.retry_at = Some(now + wait);
+        self.status.last_error = Some(message);
+    }
+
+    /// Appended cleanly: the error backoff is over.
+    pub fn on_appended(&mut self) {
+        self.errors = 0;
+        self.retry_at = None;
+        self.status.last_error = None;
+        self.out_of_range_checked_at = None;
+    }
+
+    /// May be fetched at `now` (not backing off).
+    pub fn is_ready(&self, now: Instant) -> bool {
+        self.retry_at.is_none_or(|at| at <= now)
+    }
+
+    /// A response fetched under `generation` may be appended.
+    pub fn accepts(&self, generation: u64) -> bool {
+        self.generation == generation
+    }
+
+    /// The leader (and its epoch) the next fetch goes to; a change sends the partition
+    /// to a divergence check first. Returns whether it must check.
+    pub fn on_leader_seen(&mut self, leader: i32, epoch: i32) -> bool {
+        self.status.source_leader_epoch = epoch;
+        if leader_changed(self.source_leader, (leader, epoch)) {
+            self.truncating = true;
+        }
+        self.source_leader = Some((leader, epoch));
+        self.truncating
+    }
+
+    /// A response ending at `next_offset` with its last batch at `last_epoch` was taken
+    /// for a fetch at `fetch_offset`: the next fetch goes on from there (the pipeline).
+    pub fn on_fetched(&mut self, fetch_offset: i64, next_offset: i64, last_epoch: i32) {
+        if next_offset > fetch_offset {
+            self.next_fetch_offset = Some(next_offset);
+            self.next_fetch_epoch = Some(last_epoch);
+        }
+    }
+
+    /// Where the next fetch starts and its `LastFetchedEpoch`: the pipelined position,
+    /// or the local log end and latest epoch (`local`, asked only when needed).
+    pub fn position(&self, local: impl FnOnce() -> (i64, i32)) -> (i64, i32) {
+        match self.next_fetch_offset {
+            Some(offset) => (offset, self.next_fetch_epoch.unwrap_or(-1)),
+            None => local(),
+        }
+    }
+}
 
 /// Where a partition's log must be cut after the leader answered for an epoch
 /// (OffsetsForLeaderEpoch, or a Fetch's DivergingEpoch).
@@ -285,6 +415,62 @@ mod tests {
         let other = PartitionError::from_code(87).expect("error");
         assert_eq!(other, Other(87));
         assert!(!other.needs_metadata_refresh());
+    }
+
+    #[test]
+    fn a_response_from_an_older_generation_is_never_appended() {
+        // The pipeline: a fetch at 0 returns up to 100; the next goes out at 100 while
+        // the first is appended. An error meanwhile forgets the position (generation
+        // 2): both responses in flight are dropped and the next fetch starts at the
+        // log end, so a failed append cannot leave a hole.
+        let mut s = PartitionFetchState::new(1);
+        s.truncating = false;
+        assert_eq!(s.position(|| (0, -1)), (0, -1));
+        s.on_fetched(0, 100, 3);
+        assert_eq!(s.position(|| unreachable!()), (100, 3));
+        assert!(s.accepts(1));
+        s.on_error("boom".into(), Duration::from_millis(100), Instant::now(), 2);
+        assert!(!s.accepts(1), "the old generation's responses are dropped");
+        assert!(s.accepts(2));
+        assert_eq!(s.position(|| (40, 2)), (40, 2), "back to the log end");
+        // An empty response does not move the position.
+        s.on_fetched(40, 40, 2);
+        assert_eq!(s.position(|| (40, 2)), (40, 2));
+    }
+
+    #[test]
+    fn errors_back_off_exponentially_up_to_ten_times_the_base_and_clear_on_append() {
+        let base = Duration::from_millis(100);
+        let now = Instant::now();
+        let mut s = PartitionFetchState::new(1);
+        let mut waits = Vec::new();
+        for g in 2..9 {
+            s.on_error("e".into(), base, now, g);
+            waits.push(s.retry_at.map(|at| (at - now).as_millis()));
+            assert!(!s.is_ready(now));
+        }
+        let expected = [100, 200, 400, 800, 1000, 1000, 1000].map(Some);
+        assert_eq!(waits, expected);
+        assert!(s.is_ready(now + Duration::from_secs(1)));
+        assert_eq!(s.status.last_error.as_deref(), Some("e"));
+        s.on_appended();
+        assert!(s.is_ready(now) && s.errors == 0 && s.status.last_error.is_none());
+        // A base below 50 ms counts as 50.
+        let mut s = PartitionFetchState::new(1);
+        s.on_error("e".into(), Duration::from_millis(1), now, 2);
+        assert_eq!(s.retry_at.map(|at| (at - now).as_millis()), Some(50));
+    }
+
+    #[test]
+    fn a_new_leader_or_epoch_sends_the_partition_to_a_divergence_check() {
+        let mut s = PartitionFetchState::new(1);
+        assert!(s.on_leader_seen(1, 4), "a (re)start checks first");
+        s.truncating = false;
+        assert!(!s.on_leader_seen(1, 4));
+        assert!(s.on_leader_seen(2, 4), "moved leader");
+        s.truncating = false;
+        assert!(s.on_leader_seen(2, 5), "bumped epoch");
+        assert_eq!(s.status.source_leader_epoch, 5);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::engine::{self, OutOfRange, PartitionError, Truncation};
+use super::engine::{self, OutOfRange, PartitionError, PartitionFetchState, Truncation};
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
 use crate::client::cluster::{ClusterMetadata, SourceCluster};
 use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
@@ -48,69 +48,6 @@ const EPOCH_BUMP_INCREMENT: i32 = 10;
 const BUMP_REQUEST_TTL: Duration = Duration::from_secs(5);
 /// Idle wait when there is nothing to fetch.
 const IDLE_WAIT: Duration = Duration::from_millis(100);
-
-#[derive(Debug, Clone)]
-struct PartitionFetchState {
-    /// Check divergence (OffsetsForLeaderEpoch) before the next fetch.
-    truncating: bool,
-    status: MirrorPartitionStatus,
-    /// Not fetched before this instant (backoff after an error).
-    retry_at: Option<Instant>,
-    /// Consecutive errors, for the backoff and for giving up.
-    errors: u32,
-    /// When the source was last asked for this partition's newest timestamp (lag).
-    lag_probed_at: Option<Instant>,
-    /// Where the next Fetch starts while the previous response's append is still
-    /// pending (the pipeline); `None`: at the local log end.
-    next_fetch_offset: Option<i64>,
-    /// Changes whenever `next_fetch_offset` is forgotten (an error, a truncation, a
-    /// discarded response): a response fetched under an older generation is dropped
-    /// unappended, so a failed append never leaves a gap in the log.
-    generation: u64,
-    /// The epoch of the last batch of the pipelined response (the `LastFetchedEpoch`
-    /// that goes with `next_fetch_offset`).
-    next_fetch_epoch: Option<i32>,
-    /// The source (leader, leader epoch) it last fetched from.
-    source_leader: Option<(i32, i32)>,
-    /// The local end at which an OFFSET_OUT_OF_RANGE answer last sent the partition to
-    /// an epoch check.
-    out_of_range_checked_at: Option<i64>,
-    /// The last proactive epoch bump asked for: its target and when (one request until
-    /// the image shows it or it is old, not one per append; audit B-18).
-    bump_requested: Option<(i32, Instant)>,
-}
-
-impl PartitionFetchState {
-    fn new(generation: u64) -> Self {
-        PartitionFetchState {
-            truncating: true,
-            status: MirrorPartitionStatus {
-                source_high_watermark: -1,
-                source_log_start_offset: -1,
-                source_leader_epoch: -1,
-                last_error: None,
-                truncated_records: 0,
-                lag_ms: -1,
-            },
-            retry_at: None,
-            errors: 0,
-            lag_probed_at: None,
-            next_fetch_offset: None,
-            generation,
-            next_fetch_epoch: None,
-            source_leader: None,
-            out_of_range_checked_at: None,
-            bump_requested: None,
-        }
-    }
-
-    /// Forgets the pipelined fetch position: the next Fetch starts at the log end.
-    fn forget_position(&mut self, generation: u64) {
-        self.next_fetch_offset = None;
-        self.next_fetch_epoch = None;
-        self.generation = generation;
-    }
-}
 
 /// A fetched record set on its way to the log: the pipeline's second stage. The next
 /// Fetch is already in flight while these are appended.
@@ -252,18 +189,13 @@ impl MirrorFetcher {
     }
 
     fn backoff(&self, tp: &TopicPartition, message: String) {
-        let base = self.config.fetch_backoff_ms.max(50);
+        let base = Duration::from_millis(self.config.fetch_backoff_ms);
         let generation = self.next_generation();
         self.with_state(tp, |s| {
-            s.forget_position(generation);
-            s.errors = s.errors.saturating_add(1);
-            let factor = 1u64 << s.errors.min(5);
-            let wait = (base * factor / 2).min(base * 10);
-            s.retry_at = Some(Instant::now() + Duration::from_millis(wait));
             if s.status.last_error.as_deref() != Some(message.as_str()) {
                 tracing::warn!(mirror = %self.config.mirror, %tp, error = %message, "mirror fetch error; retrying");
             }
-            s.status.last_error = Some(message);
+            s.on_error(message, base, Instant::now(), generation);
         });
     }
 
@@ -323,7 +255,7 @@ impl MirrorFetcher {
                 .borrow()
                 .partitions
                 .iter()
-                .filter(|(_, s)| s.retry_at.is_none_or(|at| at <= now))
+                .filter(|(_, s)| s.is_ready(now))
                 .map(|(tp, s)| (tp.clone(), s.truncating))
                 .collect();
             if ready.is_empty() {
@@ -386,13 +318,10 @@ impl MirrorFetcher {
                         // divergence before fetching on (audit B-2).
                         let truncating = self
                             .with_state(&tp, |s| {
-                                s.status.source_leader_epoch = epoch;
                                 if engine::leader_changed(s.source_leader, (leader, epoch)) {
                                     tracing::info!(mirror = %self.config.mirror, %tp, from = ?s.source_leader, to = ?(leader, epoch), "source leader or epoch changed: checking divergence");
-                                    s.truncating = true;
                                 }
-                                s.source_leader = Some((leader, epoch));
-                                s.truncating
+                                s.on_leader_seen(leader, epoch)
                             })
                             .unwrap_or(truncating);
                         by_leader.entry(leader).or_default().push((tp, truncating));
@@ -807,28 +736,28 @@ impl MirrorFetcher {
         // Per partition: the offset asked for and the generation it was asked under.
         let mut asked: HashMap<TopicPartition, (i64, u64)> = HashMap::new();
         for tp in tps {
-            let Some((next, next_epoch, generation)) = self.with_state(tp, |s| {
-                (s.next_fetch_offset, s.next_fetch_epoch, s.generation)
-            }) else {
+            let Some((pipelined, generation)) =
+                self.with_state(tp, |s| (s.position(|| (-1, -1)), s.generation))
+            else {
                 continue;
             };
             // Where to fetch from, and the epoch of the batch before it (the
-            // LastFetchedEpoch the source checks our history against).
-            let (fetch_offset, last_fetched_epoch) = match next {
-                Some(offset) => (offset, next_epoch.unwrap_or(-1)),
-                None => {
-                    let Some(partition) = ctx.partition(tp) else {
-                        self.backoff(tp, format!("partition {tp} is not open on this shard"));
-                        continue;
-                    };
-                    let Ok(log) = partition.read().await else {
-                        continue;
-                    };
-                    (
-                        log.log_end_offset().0,
-                        log.latest_epoch().map_or(-1, |e| e.0),
-                    )
-                }
+            // LastFetchedEpoch the source checks our history against): the pipelined
+            // position, else the local log end.
+            let (fetch_offset, last_fetched_epoch) = if pipelined.0 >= 0 {
+                pipelined
+            } else {
+                let Some(partition) = ctx.partition(tp) else {
+                    self.backoff(tp, format!("partition {tp} is not open on this shard"));
+                    continue;
+                };
+                let Ok(log) = partition.read().await else {
+                    continue;
+                };
+                (
+                    log.log_end_offset().0,
+                    log.latest_epoch().map_or(-1, |e| e.0),
+                )
             };
             let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
             if let Some(message) = recreated_without_topic_id(ctx, tp, current_epoch).await {
@@ -917,7 +846,7 @@ impl MirrorFetcher {
                     if p.log_start_offset >= 0 {
                         s.status.source_log_start_offset = p.log_start_offset;
                     }
-                    s.generation == generation
+                    s.accepts(generation)
                 });
                 // Removed, or its position was forgotten while this Fetch was out.
                 if current != Some(true) {
@@ -951,14 +880,9 @@ impl MirrorFetcher {
                         crate::metrics::mirror(&self.config.mirror, ctx.id)
                             .fetched(records.len(), crate::metrics::record_count(&batches));
                         if let Some(last) = batches.last() {
-                            let next = last.next_offset().0;
-                            if next > fetch_offset {
-                                let epoch = last.partition_leader_epoch().0;
-                                self.with_state(&tp, |s| {
-                                    s.next_fetch_offset = Some(next);
-                                    s.next_fetch_epoch = Some(epoch);
-                                });
-                            }
+                            let (next, epoch) =
+                                (last.next_offset().0, last.partition_leader_epoch().0);
+                            self.with_state(&tp, |s| s.on_fetched(fetch_offset, next, epoch));
                         }
                         outcome.fetched.push(Fetched {
                             tp,
@@ -1001,12 +925,7 @@ impl MirrorFetcher {
         for (tp, outcome) in futures::future::join_all(appends).await {
             match outcome {
                 Ok(()) => {
-                    self.with_state(&tp, |s| {
-                        s.errors = 0;
-                        s.retry_at = None;
-                        s.status.last_error = None;
-                        s.out_of_range_checked_at = None;
-                    });
+                    self.with_state(&tp, PartitionFetchState::on_appended);
                 }
                 Err(failure) if failure.retryable => self.backoff(&tp, failure.message),
                 Err(failure) => self.fail(ctx, &tp, failure),
@@ -1026,7 +945,7 @@ impl MirrorFetcher {
             source_log_start,
         } = fetched;
         let tp = &tp;
-        if self.with_state(tp, |s| s.generation) != Some(generation) {
+        if self.with_state(tp, |s| s.accepts(generation)) != Some(true) {
             return Ok(());
         }
         if batches.is_empty() {
@@ -1084,7 +1003,7 @@ impl MirrorFetcher {
             message: format!("partition {tp} is closed"),
             retryable: true,
         })?;
-        if self.with_state(tp, |s| s.generation) != Some(generation) {
+        if self.with_state(tp, |s| s.accepts(generation)) != Some(true) {
             return Ok(());
         }
         let end = log.log_end_offset();
