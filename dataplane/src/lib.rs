@@ -9,6 +9,7 @@ pub mod api;
 mod buffers;
 pub mod client;
 pub mod controller;
+pub mod coordinator_log;
 pub mod failpoint;
 pub mod fetcher;
 pub mod group;

@@ -25,15 +25,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use dataplane::metadata::{MetadataCell, TopicImage};
-use dataplane::shard::{now_ms, ShardReply, ShardRequest, ShardRequestError, ShardRouter};
+use dataplane::shard::{ShardReply, ShardRequest, ShardRequestError, ShardRouter};
 use dataplane::types::TopicPartition;
-use dataplane::wire::batch::BatchBuilder;
 use dataplane::wire::mirror::{
     errors, MirrorPartitionState, MirrorStateEntry, MirrorStatesTopic, PartitionResult,
     ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
     WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
 };
-use dataplane::wire::records::encode_record;
 use futures::future::LocalBoxFuture;
 use futures::lock::Mutex as AsyncMutex;
 use kafka_protocol::ResponseError;
@@ -267,20 +265,11 @@ impl MirrorStateLog for ShardMirrorStateLog {
             if records.is_empty() {
                 return Ok(());
             }
-            let now = now_ms();
-            let mut body = Vec::new();
-            for (i, (key, value)) in records.iter().enumerate() {
-                encode_record(&mut body, i as i32, 0, Some(key), value.as_deref());
-            }
-            let n = records.len() as i32;
-            let batch = BatchBuilder {
-                last_offset_delta: n - 1,
-                record_count: n,
-                base_timestamp: now,
-                max_timestamp: now,
-                ..BatchBuilder::default()
-            }
-            .build(&body);
+            let batch = dataplane::coordinator_log::batch_of(
+                records
+                    .iter()
+                    .map(|(key, value)| (key.as_slice(), value.as_deref())),
+            );
             self.router
                 .request(
                     shard,

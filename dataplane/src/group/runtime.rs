@@ -20,12 +20,9 @@ use kafka_protocol::ResponseError;
 
 use super::messages::*;
 use super::{GroupConfig, GroupCoordinator};
-use crate::log::AppendKind;
+use crate::coordinator_log::{self, CoordinatorLogError, LogEntry};
 use crate::shard::{now_ms, ShardCtx};
-use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
-use crate::wire::batch::{BatchBuilder, Compression};
-use crate::wire::control::ControlType;
-use crate::wire::records::{decode_records, encode_record};
+use crate::types::TopicPartition;
 
 /// The internal topic holding groups and committed offsets.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -130,50 +127,27 @@ impl GroupRuntime {
             return Ok(());
         }
         let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
-        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
-        let log = owned
-            .read()
+        let entries = coordinator_log::replay(ctx, &tp)
             .await
             .map_err(|_| coordinator_not_available())?;
-        // (key, value, producer id) or a marker (producer id, commit).
-        enum Entry {
-            Record(Bytes, Option<Bytes>, Option<ProducerId>),
-            Marker(ProducerId, bool),
-        }
-        let mut entries = Vec::new();
-        let start = log.log_start_offset();
-        log.for_each_batch(start, |batch| {
-            let pid = batch.is_transactional().then(|| batch.producer_id());
-            if batch.is_control() {
-                if let (Some(pid), Ok(marker)) = (pid, batch.control_record()) {
-                    match marker.kind {
-                        ControlType::Commit => entries.push(Entry::Marker(pid, true)),
-                        ControlType::Abort => entries.push(Entry::Marker(pid, false)),
-                        _ => {}
-                    }
-                }
-                return;
-            }
-            for (key, value) in keyed_records(&tp, batch) {
-                entries.push(Entry::Record(key, value, pid));
-            }
-        })
-        .await
-        .map_err(|e| {
-            tracing::error!(%tp, error = %e, "cannot read __consumer_offsets");
-            coordinator_not_available()
-        })?;
-        drop(log);
         let mut coordinator = GroupCoordinator::new(self.config.clone());
         let count = entries.len();
         let load = entries.iter().map(|e| match e {
-            Entry::Record(k, v, pid) => LoadEntry::Record {
-                key: k,
-                value: v.as_deref(),
-                producer_id: *pid,
+            LogEntry::Record {
+                key,
+                value,
+                producer_id,
+                ..
+            } => LoadEntry::Record {
+                key,
+                value: value.as_deref(),
+                producer_id: *producer_id,
             },
-            Entry::Marker(pid, commit) => LoadEntry::TxnMarker {
-                producer_id: *pid,
+            LogEntry::Marker {
+                producer_id,
+                commit,
+            } => LoadEntry::TxnMarker {
+                producer_id: *producer_id,
                 commit: *commit,
             },
         });
@@ -262,39 +236,12 @@ impl GroupRuntime {
         records: &[CoordinatorRecord],
     ) -> Result<(), i16> {
         let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
-        let epoch = ctx
-            .metadata
-            .load()
-            .partition(&tp)
-            .map_or(0, |p| p.leader_epoch);
-        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
-        let mut body = Vec::new();
-        for (i, r) in records.iter().enumerate() {
-            encode_record(&mut body, i as i32, 0, Some(&r.key), r.value.as_deref());
-        }
-        let now = now_ms();
-        let n = records.len() as i32;
-        let batch = BatchBuilder {
-            last_offset_delta: n - 1,
-            record_count: n,
-            base_timestamp: now,
-            max_timestamp: now,
-            ..BatchBuilder::default()
-        }
-        .build(&body);
-        let mut log = owned
-            .write()
-            .await
-            .map_err(|_| coordinator_not_available())?;
-        match log
-            .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
-            .await
-        {
+        let batch =
+            coordinator_log::batch_of(records.iter().map(|r| (r.key.as_ref(), r.value.as_deref())));
+        match coordinator_log::append(ctx, &tp, batch).await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                tracing::error!(%tp, error = %e, "cannot append to __consumer_offsets");
-                Err(ResponseError::UnknownServerError.code())
-            }
+            Err(CoordinatorLogError::Log { .. }) => Err(ResponseError::UnknownServerError.code()),
+            Err(_) => Err(coordinator_not_available()),
         }
     }
 
@@ -449,26 +396,4 @@ where
         }
     }
     out
-}
-
-/// The keyed records of an uncompressed data batch of an internal topic (internal
-/// topics are written uncompressed; anything else is logged and skipped).
-pub(crate) fn keyed_records(
-    tp: &TopicPartition,
-    batch: &crate::wire::RecordBatch,
-) -> Vec<(Bytes, Option<Bytes>)> {
-    if batch.compression() != Compression::None {
-        tracing::warn!(%tp, offset = batch.base_offset().0, "compressed internal-topic batch skipped");
-        return Vec::new();
-    }
-    match decode_records(&batch.records(), batch.record_count()) {
-        Ok(records) => records
-            .into_iter()
-            .filter_map(|r| Some((r.key?, r.value)))
-            .collect(),
-        Err(e) => {
-            tracing::warn!(%tp, offset = batch.base_offset().0, error = %e, "undecodable internal-topic batch skipped");
-            Vec::new()
-        }
-    }
 }

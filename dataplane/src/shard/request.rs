@@ -10,8 +10,8 @@ use bytes::Bytes;
 
 use super::{ShardCtx, ShardGone, ShardRouter};
 use crate::fetcher::{self, MirrorFetchConfig, MirrorFetcherManager, MirrorPartitionStatus};
-use crate::log::{AppendKind, LogConfig};
-use crate::types::{LeaderEpoch, TopicPartition};
+use crate::log::LogConfig;
+use crate::types::TopicPartition;
 use crate::wire::mirror::MirrorPartitionState;
 
 /// A request to the shard that owns the partitions it names.
@@ -102,6 +102,24 @@ pub enum ShardRequestError {
     Step(String),
     #[error("{0}")]
     Gone(#[from] ShardGone),
+}
+
+impl From<crate::coordinator_log::CoordinatorLogError> for ShardRequestError {
+    fn from(e: crate::coordinator_log::CoordinatorLogError) -> Self {
+        use crate::coordinator_log::CoordinatorLogError as C;
+        match e {
+            C::NotOpen { tp, shard } => ShardRequestError::NotOpen { tp, shard },
+            C::Closed(c) => ShardRequestError::Partition(c),
+            C::Log {
+                error_code,
+                message,
+                ..
+            } => ShardRequestError::Log {
+                error_code,
+                message,
+            },
+        }
+    }
 }
 
 impl ShardRequestError {
@@ -235,63 +253,26 @@ pub async fn serve(
             .await
             .map(|()| ShardReply::Done)
             .map_err(step),
-        R::ReadRecords { tp } => read_records(ctx, &tp).await.map(ShardReply::Records),
+        R::ReadRecords { tp } => {
+            let entries = crate::coordinator_log::replay(ctx, &tp).await?;
+            let records = entries
+                .into_iter()
+                .filter_map(|e| match e {
+                    crate::coordinator_log::LogEntry::Record {
+                        offset, key, value, ..
+                    } => Some(StoredRecord {
+                        offset,
+                        key: Some(key),
+                        value,
+                    }),
+                    crate::coordinator_log::LogEntry::Marker { .. } => None,
+                })
+                .collect();
+            Ok(ShardReply::Records(records))
+        }
         R::AppendBatch { tp, batch } => {
-            let partition = ctx.partition(&tp).ok_or(ShardRequestError::NotOpen {
-                tp: tp.clone(),
-                shard: ctx.id,
-            })?;
-            let epoch = ctx
-                .metadata
-                .load()
-                .partition(&tp)
-                .map_or(0, |p| p.leader_epoch);
-            let mut log = partition.write().await?;
-            log.append_as_leader(
-                batch,
-                LeaderEpoch(epoch),
-                AppendKind::Coordinator,
-                super::now_ms(),
-            )
-            .await
-            .map_err(|e| {
-                tracing::error!(%tp, error = %e, "cannot append coordinator records");
-                ShardRequestError::log(&e)
-            })?;
+            crate::coordinator_log::append(ctx, &tp, batch).await?;
             Ok(ShardReply::Done)
         }
     }
-}
-
-/// The keyed records of `tp`'s data batches, from its log start. Control batches are
-/// skipped; a batch that cannot be decoded is logged and skipped.
-async fn read_records(
-    ctx: &ShardCtx,
-    tp: &TopicPartition,
-) -> Result<Vec<StoredRecord>, ShardRequestError> {
-    let partition = ctx.partition(tp).ok_or(ShardRequestError::NotOpen {
-        tp: tp.clone(),
-        shard: ctx.id,
-    })?;
-    let log = partition.read().await?;
-    let mut out = Vec::new();
-    let start = log.log_start_offset();
-    log.for_each_batch(start, |batch| {
-        if batch.is_control() {
-            return;
-        }
-        match crate::wire::records::batch_records(batch) {
-            Ok(records) => out.extend(records.into_iter().map(|r| StoredRecord {
-                offset: batch.base_offset().0 + i64::from(r.offset_delta),
-                key: r.key,
-                value: r.value,
-            })),
-            Err(e) => {
-                tracing::warn!(%tp, offset = batch.base_offset().0, error = %e, "skipping a batch that cannot be decoded")
-            }
-        }
-    })
-    .await
-    .map_err(|e| ShardRequestError::log(&e))?;
-    Ok(out)
 }

@@ -24,12 +24,11 @@ use super::{
     TRANSACTION_STATE_TOPIC,
 };
 use crate::api::errors::log_error_code;
-use crate::group::runtime::{keyed_records, OFFSETS_TOPIC};
+use crate::coordinator_log::{self, CoordinatorLogError, LogEntry};
+use crate::group::runtime::OFFSETS_TOPIC;
 use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
-use crate::wire::batch::BatchBuilder;
-use crate::wire::records::encode_record;
 
 /// Runtime settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,24 +168,15 @@ impl TxnRuntime {
             .load()
             .partition(&tp)
             .map_or(0, |p| p.leader_epoch);
-        let owned = ctx.partition(&tp).ok_or_else(coordinator_not_available)?;
-        let log = owned
-            .read()
+        let entries: Vec<(Bytes, Option<Bytes>)> = coordinator_log::replay(ctx, &tp)
             .await
-            .map_err(|_| coordinator_not_available())?;
-        let mut entries: Vec<(Bytes, Option<Bytes>)> = Vec::new();
-        let start = log.log_start_offset();
-        log.for_each_batch(start, |batch| {
-            if !batch.is_control() {
-                entries.extend(keyed_records(&tp, batch));
-            }
-        })
-        .await
-        .map_err(|e| {
-            tracing::error!(%tp, error = %e, "cannot read __transaction_state");
-            coordinator_not_available()
-        })?;
-        drop(log);
+            .map_err(|_| coordinator_not_available())?
+            .into_iter()
+            .filter_map(|e| match e {
+                LogEntry::Record { key, value, .. } => Some((key, value)),
+                LogEntry::Marker { .. } => None,
+            })
+            .collect();
         let count = entries.len();
         let (coordinator, outcome) = TransactionCoordinator::load(
             self.config.coordinator.clone(),
@@ -310,38 +300,11 @@ impl TxnRuntime {
         append: &TxnLogAppend,
     ) -> Result<(), i16> {
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
-        let epoch = ctx
-            .metadata
-            .load()
-            .partition(&tp)
-            .map_or(0, |p| p.leader_epoch);
-        let owned = ctx
-            .partition(&tp)
-            .ok_or(ResponseError::NotLeaderOrFollower.code())?;
-        let mut body = Vec::new();
-        encode_record(&mut body, 0, 0, Some(&append.key), Some(&append.value));
-        let now = now_ms();
-        let batch = BatchBuilder {
-            last_offset_delta: 0,
-            record_count: 1,
-            base_timestamp: now,
-            max_timestamp: now,
-            ..BatchBuilder::default()
-        }
-        .build(&body);
-        let mut log = owned
-            .write()
-            .await
-            .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
-        match log
-            .append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
-            .await
-        {
+        let batch = coordinator_log::batch_of([(append.key.as_ref(), Some(append.value.as_ref()))]);
+        match coordinator_log::append(ctx, &tp, batch).await {
             Ok(_) => Ok(()),
-            Err(e) => {
-                tracing::error!(%tp, error = %e, "cannot append to __transaction_state");
-                Err(log_error_code(&e))
-            }
+            Err(CoordinatorLogError::Log { error_code, .. }) => Err(error_code),
+            Err(_) => Err(ResponseError::NotLeaderOrFollower.code()),
         }
     }
 

@@ -1,0 +1,226 @@
+//! The log side every coordinator shares — groups (`__consumer_offsets`), transactions
+//! (`__transaction_state`) and mirror states (`__mirror_state`), Kafka's
+//! `CoordinatorRuntime` in this codebase: replay an internal-topic partition into
+//! entries at load, and append a coordinator's records as one batch at the partition's
+//! leader epoch. The coordinators themselves stay pure state machines; this is the I/O
+//! they had each written again.
+
+use bytes::Bytes;
+
+use crate::log::{AppendKind, LogAppendInfo, LogError};
+use crate::partition::{Partition, PartitionClosed};
+use crate::shard::{now_ms, ShardCtx};
+use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
+use crate::wire::batch::{BatchBuilder, Compression};
+use crate::wire::records::{decode_records, encode_record};
+use crate::wire::ControlType;
+
+/// One entry of an internal-topic partition, as a coordinator replays it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogEntry {
+    /// A keyed record (`value` `None`: a tombstone); `producer_id` when it was written
+    /// in a transaction (offsets committed by TxnOffsetCommit).
+    Record {
+        offset: i64,
+        key: Bytes,
+        value: Option<Bytes>,
+        producer_id: Option<ProducerId>,
+    },
+    /// A transaction marker of `producer_id`.
+    Marker {
+        producer_id: ProducerId,
+        commit: bool,
+    },
+}
+
+/// Why a coordinator's log operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoordinatorLogError {
+    #[error("{tp} is not open on shard {shard}")]
+    NotOpen { tp: TopicPartition, shard: usize },
+    #[error(transparent)]
+    Closed(#[from] PartitionClosed),
+    #[error("{tp}: {message}")]
+    Log {
+        tp: TopicPartition,
+        error_code: i16,
+        message: String,
+    },
+}
+
+impl CoordinatorLogError {
+    fn log(tp: &TopicPartition, e: &LogError) -> Self {
+        CoordinatorLogError::Log {
+            tp: tp.clone(),
+            error_code: crate::api::errors::log_error_code(e),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn owned(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+) -> Result<std::rc::Rc<Partition>, CoordinatorLogError> {
+    ctx.partition(tp)
+        .ok_or_else(|| CoordinatorLogError::NotOpen {
+            tp: tp.clone(),
+            shard: ctx.id,
+        })
+}
+
+/// Every entry of `tp` from its log start: keyed records of data batches and the
+/// markers of control batches. Coordinators write uncompressed batches only; a
+/// compressed or undecodable one is logged and skipped.
+pub async fn replay(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+) -> Result<Vec<LogEntry>, CoordinatorLogError> {
+    let partition = owned(ctx, tp)?;
+    replay_partition(&partition).await
+}
+
+async fn replay_partition(partition: &Partition) -> Result<Vec<LogEntry>, CoordinatorLogError> {
+    let tp = partition.topic_partition();
+    let log = partition.read().await?;
+    let mut entries = Vec::new();
+    let start = log.log_start_offset();
+    log.for_each_batch(start, |batch| {
+        let producer_id = batch.is_transactional().then(|| batch.producer_id());
+        if batch.is_control() {
+            if let (Some(producer_id), Ok(marker)) = (producer_id, batch.control_record()) {
+                match marker.kind {
+                    ControlType::Commit => entries.push(LogEntry::Marker {
+                        producer_id,
+                        commit: true,
+                    }),
+                    ControlType::Abort => entries.push(LogEntry::Marker {
+                        producer_id,
+                        commit: false,
+                    }),
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let base = batch.base_offset().0;
+        if batch.compression() != Compression::None {
+            tracing::warn!(%tp, offset = base, "compressed internal-topic batch skipped");
+            return;
+        }
+        match decode_records(&batch.records(), batch.record_count()) {
+            Ok(records) => entries.extend(records.into_iter().filter_map(|r| {
+                Some(LogEntry::Record {
+                    offset: base + i64::from(r.offset_delta),
+                    key: r.key?,
+                    value: r.value,
+                    producer_id,
+                })
+            })),
+            Err(e) => {
+                tracing::warn!(%tp, offset = base, error = %e, "undecodable internal-topic batch skipped")
+            }
+        }
+    })
+    .await
+    .map_err(|e| {
+        tracing::error!(%tp, error = %e, "cannot read an internal topic partition");
+        CoordinatorLogError::log(tp, &e)
+    })?;
+    Ok(entries)
+}
+
+/// One uncompressed batch of keyed records (`None` value: a tombstone), timestamped now.
+pub fn batch_of<'a>(records: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>)>) -> Bytes {
+    let mut body = Vec::new();
+    let mut n = 0i32;
+    for (i, (key, value)) in records.into_iter().enumerate() {
+        encode_record(&mut body, i as i32, 0, Some(key), value);
+        n += 1;
+    }
+    let now = now_ms();
+    BatchBuilder {
+        last_offset_delta: n - 1,
+        record_count: n,
+        base_timestamp: now,
+        max_timestamp: now,
+        ..BatchBuilder::default()
+    }
+    .build(&body)
+}
+
+/// Appends a coordinator's batch to `tp` at the partition's leader epoch, as the broker
+/// itself (the read-only gate does not apply: internal topics are never mirrored).
+pub async fn append(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+    batch: Bytes,
+) -> Result<LogAppendInfo, CoordinatorLogError> {
+    let partition = owned(ctx, tp)?;
+    let epoch = ctx
+        .metadata
+        .load()
+        .partition(tp)
+        .map_or(0, |p| p.leader_epoch);
+    let mut log = partition.write().await?;
+    log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now_ms())
+        .await
+        .map_err(|e| {
+            tracing::error!(%tp, error = %e, "cannot append coordinator records");
+            CoordinatorLogError::log(tp, &e)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{LogConfig, PartitionLog};
+    use crate::test_support::run_glommio as run;
+    use crate::types::ProducerEpoch;
+    use crate::wire::control::build_txn_marker;
+
+    #[test]
+    fn replay_returns_keyed_records_with_offsets_tombstones_and_markers() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let tp = TopicPartition::new("__consumer_offsets", 0);
+            let log = PartitionLog::open(dir.path(), tp.clone(), None, LogConfig::default(), 0)
+                .await
+                .expect("log opens");
+            let partition = Partition::new(tp, log);
+            {
+                let mut log = partition.write().await.expect("writer");
+                let batch = batch_of([(b"a".as_slice(), Some(b"1".as_slice())), (b"b", None)]);
+                log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Coordinator, 0)
+                    .await
+                    .expect("append");
+                let marker = build_txn_marker(true, ProducerId(7), ProducerEpoch(0), 0, 0);
+                log.append_as_leader(marker, LeaderEpoch(0), AppendKind::Coordinator, 0)
+                    .await
+                    .expect("marker");
+            }
+            let entries = replay_partition(&partition).await.expect("replay");
+            assert_eq!(
+                entries,
+                vec![
+                    LogEntry::Record {
+                        offset: 0,
+                        key: Bytes::from_static(b"a"),
+                        value: Some(Bytes::from_static(b"1")),
+                        producer_id: None,
+                    },
+                    LogEntry::Record {
+                        offset: 1,
+                        key: Bytes::from_static(b"b"),
+                        value: None,
+                        producer_id: None,
+                    },
+                    LogEntry::Marker {
+                        producer_id: ProducerId(7),
+                        commit: true,
+                    },
+                ]
+            );
+        });
+    }
+}
