@@ -281,6 +281,7 @@ pub mod seeds {
                         partitions: vec![LmePartition {
                             partition: 0,
                             last_mirrored_epoch: 4,
+                            last_mirrored_offset: 120,
                         }],
                     }],
                     ..Default::default()
