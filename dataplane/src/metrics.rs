@@ -780,8 +780,8 @@ async fn sample_shard(ctx: &Rc<ShardCtx>) -> ShardSnapshot {
         for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
             let tp = TopicPartition::new(topic.name.as_str(), p.partition);
             let state = ctx
-                .mirror_fetchers
-                .state(&tp)
+                .partition(&tp)
+                .and_then(|p| p.mirror_gate())
                 .unwrap_or(MirrorPartitionState::Unknown);
             *snapshot
                 .mirror_states

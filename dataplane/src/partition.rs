@@ -7,10 +7,15 @@
 //! long-polls wait on this partition's own signal ([`Partition::listen`]), not on a
 //! process-wide one.
 //!
+//! It also holds the read-only gate of a mirrored partition: the mirror state the
+//! control plane last gave it. A leader append checks it with the writer held, so no
+//! append slips in between a state change and the step that follows it.
+//!
 //! On a single node the leader is the whole ISR, so the high watermark is the log end
 //! after every change. The cluster issue replaces that rule here (the minimum of the
 //! ISR's log ends, delayed produce waiting on it) without touching the writers.
 
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -18,6 +23,7 @@ use glommio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::log::PartitionLog;
 use crate::types::TopicPartition;
+use crate::wire::mirror::MirrorPartitionState;
 
 /// The partition's lock was closed (the shard is closing it).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +39,9 @@ pub struct Partition {
     /// Signalled whenever the high watermark moves (appends and truncations). `Send`,
     /// so a Fetch served by another shard's connection can wait on it.
     hw_moved: Arc<event_listener::Event>,
+    /// The read-only gate: the mirror state the control plane last set (None: never
+    /// set since the log was opened).
+    mirror_gate: Cell<Option<MirrorPartitionState>>,
 }
 
 impl Partition {
@@ -41,7 +50,33 @@ impl Partition {
             tp,
             log: RwLock::new(log),
             hw_moved: Arc::new(event_listener::Event::new()),
+            mirror_gate: Cell::new(None),
         }
+    }
+
+    /// Sets (or clears) the read-only gate's mirror state.
+    pub fn set_mirror_gate(&self, state: Option<MirrorPartitionState>) {
+        self.mirror_gate.set(state);
+    }
+
+    pub fn mirror_gate(&self) -> Option<MirrorPartitionState> {
+        self.mirror_gate.get()
+    }
+
+    /// Why a leader append is refused (reference §6.8): the topic is in `mirror` and
+    /// this partition is not STOPPED there. `None`: writable. Check it with the writer
+    /// held.
+    pub fn read_only_reason(&self, mirror: Option<&str>) -> Option<String> {
+        let mirror = mirror?;
+        let state = self.mirror_gate.get();
+        if state == Some(MirrorPartitionState::Stopped) {
+            return None;
+        }
+        let state = state.unwrap_or(MirrorPartitionState::Unknown);
+        Some(format!(
+            "{} is a read-only copy in mirror {mirror} (state {state}); remove it from the mirror to make it writable",
+            self.tp
+        ))
     }
 
     pub fn topic_partition(&self) -> &TopicPartition {
@@ -157,6 +192,28 @@ mod tests {
     async fn fired(listener: &mut event_listener::EventListener) -> bool {
         glommio::timer::sleep(Duration::from_millis(1)).await;
         (&mut *listener).now_or_never().is_some()
+    }
+
+    #[test]
+    fn a_mirrored_partition_is_writable_only_once_stopped() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let p = open(dir.path(), "m").await;
+            assert_eq!(p.read_only_reason(None), None, "not in a mirror");
+            assert!(p.read_only_reason(Some("dr")).is_some(), "gate never set");
+            for state in MirrorPartitionState::ALL {
+                p.set_mirror_gate(Some(state));
+                let refused = p.read_only_reason(Some("dr"));
+                assert_eq!(
+                    refused.is_none(),
+                    state == MirrorPartitionState::Stopped,
+                    "{state}: {refused:?}"
+                );
+            }
+            p.set_mirror_gate(Some(MirrorPartitionState::Mirroring));
+            let reason = p.read_only_reason(Some("dr")).expect("refused");
+            assert!(reason.contains("mirror dr (state MIRRORING)"), "{reason}");
+        });
     }
 
     #[test]

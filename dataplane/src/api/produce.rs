@@ -60,16 +60,10 @@ impl PartitionProduceResult {
 pub fn read_only_reason(ctx: &ShardCtx, tp: &TopicPartition) -> Option<String> {
     let image = ctx.metadata.load();
     let (mirror, _) = image.topic(&tp.topic)?.mirror()?;
-    if ctx.mirror_fetchers.is_writable(tp, true) {
-        return None;
+    match ctx.partition(tp) {
+        Some(p) => p.read_only_reason(Some(mirror)),
+        None => Some(format!("{tp} is a read-only copy in mirror {mirror}")),
     }
-    let state = ctx
-        .mirror_fetchers
-        .state(tp)
-        .unwrap_or(crate::wire::mirror::MirrorPartitionState::Unknown);
-    Some(format!(
-        "{tp} is a read-only copy in mirror {mirror} (state {state}); remove it from the mirror to make it writable"
-    ))
 }
 
 /// Appends one partition's record set on its owning shard.

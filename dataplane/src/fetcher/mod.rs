@@ -8,7 +8,7 @@ pub mod engine;
 pub mod mirror;
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use crate::log::AppendKind;
@@ -16,7 +16,6 @@ use crate::metadata::MirrorImage;
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::control::{build_mirror_pid_reset, ControlType};
-use crate::wire::mirror::MirrorPartitionState;
 use crate::wire::RecordBatch;
 
 /// What a fetcher tells the control plane's mirror manager.
@@ -105,13 +104,9 @@ pub struct MirrorPartitionStatus {
     pub lag_ms: i64,
 }
 
-/// Per-shard owner of mirror fetchers and of the read-only gate's view.
+/// Per-shard owner of mirror fetchers (the read-only gate is each `Partition`'s).
 #[derive(Debug, Default)]
 pub struct MirrorFetcherManager {
-    /// The actual state of every mirror partition this shard owns, as the control plane
-    /// last set it. Produce is allowed only where this is STOPPED (or the topic is not in
-    /// a mirror).
-    states: RefCell<HashMap<TopicPartition, MirrorPartitionState>>,
     fetchers: RefCell<BTreeMap<String, Rc<mirror::MirrorFetcher>>>,
     events: RefCell<Option<async_channel::Sender<MirrorEvent>>>,
 }
@@ -132,24 +127,6 @@ impl MirrorFetcherManager {
             }
             None => tracing::warn!(?event, "mirror event with no manager to report to"),
         }
-    }
-
-    pub fn set_state(&self, tp: &TopicPartition, state: MirrorPartitionState) {
-        self.states.borrow_mut().insert(tp.clone(), state);
-    }
-
-    pub fn forget(&self, tp: &TopicPartition) {
-        self.states.borrow_mut().remove(tp);
-    }
-
-    pub fn state(&self, tp: &TopicPartition) -> Option<MirrorPartitionState> {
-        self.states.borrow().get(tp).copied()
-    }
-
-    /// The read-only gate: a partition of a mirrored topic accepts writes only once its
-    /// mirror state is STOPPED.
-    pub fn is_writable(&self, tp: &TopicPartition, topic_in_mirror: bool) -> bool {
-        !topic_in_mirror || self.state(tp) == Some(MirrorPartitionState::Stopped)
     }
 
     /// Fetch progress of a partition, if a fetcher has it.

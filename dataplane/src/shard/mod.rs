@@ -132,7 +132,7 @@ pub struct ShardCtx {
     txn_runtime: std::cell::OnceCell<Rc<crate::txn::runtime::TxnRuntime>>,
     /// The control plane's mirror side (installed at start-up).
     mirror: std::cell::OnceCell<Arc<dyn crate::controller::MirrorHandle>>,
-    /// Mirror fetchers of the partitions this shard owns, and the read-only gate.
+    /// Mirror fetchers of the partitions this shard owns.
     pub mirror_fetchers: crate::fetcher::MirrorFetcherManager,
 }
 

@@ -157,6 +157,22 @@ impl ShardRouter {
     }
 }
 
+/// Sets the read-only gate of a partition this shard owns.
+fn set_gate(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+    state: Option<MirrorPartitionState>,
+) -> Result<(), ShardRequestError> {
+    let p = ctx
+        .partition(tp)
+        .ok_or_else(|| ShardRequestError::NotOpen {
+            tp: tp.clone(),
+            shard: ctx.id,
+        })?;
+    p.set_mirror_gate(state);
+    Ok(())
+}
+
 /// Carries a request out on the shard that received it.
 pub async fn serve(
     ctx: &std::rc::Rc<ShardCtx>,
@@ -178,7 +194,6 @@ pub async fn serve(
             // Its fetcher goes with it (audit B-12): a fetcher keeps partitions by name
             // and would copy the source into a topic created later under the same name.
             MirrorFetcherManager::remove_partition(ctx, &tp).await;
-            ctx.mirror_fetchers.forget(&tp);
             ctx.delete_partition(&tp)
                 .await
                 .map(|()| ShardReply::Done)
@@ -203,7 +218,7 @@ pub async fn serve(
                     None => -1,
                 };
                 out.push(MirrorObservation {
-                    gate: ctx.mirror_fetchers.state(&tp),
+                    gate: ctx.partition(&tp).and_then(|p| p.mirror_gate()),
                     fetching: ctx.mirror_fetchers.fetching(&tp),
                     status: ctx.mirror_fetchers.status(&tp),
                     log_end_offset,
@@ -216,18 +231,19 @@ pub async fn serve(
             if state != MirrorPartitionState::Mirroring {
                 MirrorFetcherManager::remove_partition(ctx, &tp).await;
             }
-            ctx.mirror_fetchers.set_state(&tp, state);
+            set_gate(ctx, &tp, Some(state))?;
             Ok(ShardReply::Done)
         }
         R::StartMirrorFetch { tp, config } => {
-            ctx.mirror_fetchers
-                .set_state(&tp, MirrorPartitionState::Mirroring);
+            set_gate(ctx, &tp, Some(MirrorPartitionState::Mirroring))?;
             MirrorFetcherManager::add_partition(ctx, tp, config);
             Ok(ShardReply::Done)
         }
         R::ForgetMirrorPartition { tp } => {
             MirrorFetcherManager::remove_partition(ctx, &tp).await;
-            ctx.mirror_fetchers.forget(&tp);
+            if let Some(p) = ctx.partition(&tp) {
+                p.set_mirror_gate(None);
+            }
             Ok(ShardReply::Done)
         }
         R::StopMirrorFetchers { mirror } => {
