@@ -316,6 +316,63 @@ impl PartitionError {
     }
 }
 
+/// Why the fetcher could not go on with a partition: typed, with whether retrying can
+/// help. The message is what DescribeMirrors and the FAILED record show.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The mirror's source cannot be reached with its config (bad bootstrap servers).
+    #[error("mirror {mirror}: {message}")]
+    SourceConfig { mirror: String, message: String },
+    /// The bootstrap address now reaches another cluster.
+    #[error("{0}")]
+    ClusterIdChanged(String),
+    #[error("the source broker does not support Fetch v4 or newer")]
+    FetchUnsupported,
+    /// A source without topic ids shows signs of a deleted and re-created topic.
+    #[error("{0}")]
+    RecreatedWithoutTopicId(String),
+    /// A fetched batch failed its frame or CRC check.
+    #[error("{0}")]
+    CorruptBatch(String),
+    #[error("partition {0} is not open on this shard")]
+    NotOpen(crate::types::TopicPartition),
+    #[error("partition {0} is closed")]
+    Closed(crate::types::TopicPartition),
+    /// The source's batch boundaries differ from the local log's at its end.
+    #[error("source batch {base}..={last} straddles the local log end {end}; checking divergence")]
+    Straddle { base: i64, last: i64, end: i64 },
+    /// Raising the destination epoch above a mirrored batch's failed.
+    #[error("{0}")]
+    EpochBump(String),
+    /// The local log refused or failed the append.
+    #[error("appending mirrored batches: {message}")]
+    Append {
+        message: String,
+        invalid_batch: bool,
+    },
+    #[error("restarting the log at the source batch: {0}")]
+    Restart(String),
+}
+
+impl FetchError {
+    /// Whether a retry can help (else the partition goes FAILED non-retryable).
+    pub fn retryable(&self) -> bool {
+        match self {
+            FetchError::SourceConfig { .. }
+            | FetchError::ClusterIdChanged(_)
+            | FetchError::FetchUnsupported
+            | FetchError::RecreatedWithoutTopicId(_)
+            | FetchError::CorruptBatch(_) => false,
+            FetchError::Append { invalid_batch, .. } => !invalid_batch,
+            FetchError::NotOpen(_)
+            | FetchError::Closed(_)
+            | FetchError::Straddle { .. }
+            | FetchError::EpochBump(_)
+            | FetchError::Restart(_) => true,
+        }
+    }
+}
+
 /// The (leader, epoch) a partition fetches from changed since it was last seen: its
 /// history may have changed too, so it re-checks divergence before fetching on.
 pub fn leader_changed(last_seen: Option<(i32, i32)>, now: (i32, i32)) -> bool {
@@ -471,6 +528,30 @@ mod tests {
         s.truncating = false;
         assert!(s.on_leader_seen(2, 5), "bumped epoch");
         assert_eq!(s.status.source_leader_epoch, 5);
+    }
+
+    #[test]
+    fn fetch_errors_say_whether_a_retry_can_help() {
+        let tp = crate::types::TopicPartition::new("t", 0);
+        assert!(!FetchError::FetchUnsupported.retryable());
+        assert!(!FetchError::CorruptBatch("crc".into()).retryable());
+        assert!(!FetchError::ClusterIdChanged("other".into()).retryable());
+        assert!(FetchError::NotOpen(tp.clone()).retryable());
+        assert!(FetchError::Straddle {
+            base: 1,
+            last: 5,
+            end: 3
+        }
+        .retryable());
+        let append = |invalid_batch| FetchError::Append {
+            message: "x".into(),
+            invalid_batch,
+        };
+        assert!(append(false).retryable() && !append(true).retryable());
+        assert_eq!(
+            FetchError::NotOpen(tp).to_string(),
+            "partition t-0 is not open on this shard"
+        );
     }
 
     #[test]

@@ -25,7 +25,9 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use super::engine::{self, OutOfRange, PartitionError, PartitionFetchState, Truncation};
+use super::engine::{
+    self, FetchError, OutOfRange, PartitionError, PartitionFetchState, Truncation,
+};
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
 use crate::client::cluster::{ClusterMetadata, SourceCluster};
 use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
@@ -87,12 +89,6 @@ pub struct MirrorFetcher {
     wake: event_listener::Event,
     /// Source of [`PartitionFetchState::generation`] values, never reused.
     generations: std::cell::Cell<u64>,
-}
-
-/// A partition the fetch loop gave up on.
-struct Failure {
-    message: String,
-    retryable: bool,
 }
 
 impl MirrorFetcher {
@@ -199,16 +195,17 @@ impl MirrorFetcher {
         });
     }
 
-    fn fail(&self, ctx: &Rc<ShardCtx>, tp: &TopicPartition, failure: Failure) {
+    fn fail(&self, ctx: &Rc<ShardCtx>, tp: &TopicPartition, failure: FetchError) {
         if !self.remove(tp) {
             return;
         }
-        tracing::error!(mirror = %self.config.mirror, %tp, error = %failure.message, retryable = failure.retryable, "mirror partition failed");
+        let retryable = failure.retryable();
+        tracing::error!(mirror = %self.config.mirror, %tp, error = %failure, retryable, "mirror partition failed");
         ctx.mirror_fetchers.report(MirrorEvent::PartitionFailed {
             mirror: self.config.mirror.clone(),
             tp: tp.clone(),
-            message: failure.message,
-            retryable: failure.retryable,
+            message: failure.to_string(),
+            retryable,
         });
     }
 
@@ -232,9 +229,9 @@ impl MirrorFetcher {
                     self.fail(
                         &ctx,
                         &tp,
-                        Failure {
-                            message: format!("mirror {}: {e}", self.config.mirror),
-                            retryable: false,
+                        FetchError::SourceConfig {
+                            mirror: self.config.mirror.clone(),
+                            message: e.to_string(),
                         },
                     );
                 }
@@ -286,14 +283,7 @@ impl MirrorFetcher {
                     Ok(m) => {
                         if let Some(e) = self.check_cluster_id(&m) {
                             for (tp, _) in &ready {
-                                self.fail(
-                                    &ctx,
-                                    tp,
-                                    Failure {
-                                        message: e.clone(),
-                                        retryable: false,
-                                    },
-                                );
+                                self.fail(&ctx, tp, FetchError::ClusterIdChanged(e.clone()));
                             }
                             continue;
                         }
@@ -720,14 +710,7 @@ impl MirrorFetcher {
         let mut outcome = FetchOutcome::default();
         let Some(version) = conn.pick_version(ApiKey::Fetch as i16, 4, 16) else {
             for tp in tps {
-                self.fail(
-                    ctx,
-                    tp,
-                    Failure {
-                        message: "the source broker does not support Fetch v4 or newer".into(),
-                        retryable: false,
-                    },
-                );
+                self.fail(ctx, tp, FetchError::FetchUnsupported);
             }
             return Ok(outcome);
         };
@@ -761,14 +744,7 @@ impl MirrorFetcher {
             };
             let current_epoch = leader_of(meta, tp).map_or(-1, |(_, e)| e);
             if let Some(message) = recreated_without_topic_id(ctx, tp, current_epoch).await {
-                self.fail(
-                    ctx,
-                    tp,
-                    Failure {
-                        message,
-                        retryable: false,
-                    },
-                );
+                self.fail(ctx, tp, FetchError::RecreatedWithoutTopicId(message));
                 continue;
             }
             asked.insert(tp.clone(), (fetch_offset, generation));
@@ -866,14 +842,7 @@ impl MirrorFetcher {
                         let (batches, complete_len) = match split_batches(&records) {
                             Ok(split) => split,
                             Err(message) => {
-                                self.fail(
-                                    ctx,
-                                    &tp,
-                                    Failure {
-                                        message,
-                                        retryable: false,
-                                    },
-                                );
+                                self.fail(ctx, &tp, FetchError::CorruptBatch(message));
                                 continue;
                             }
                         };
@@ -927,14 +896,14 @@ impl MirrorFetcher {
                 Ok(()) => {
                     self.with_state(&tp, PartitionFetchState::on_appended);
                 }
-                Err(failure) if failure.retryable => self.backoff(&tp, failure.message),
+                Err(failure) if failure.retryable() => self.backoff(&tp, failure.to_string()),
                 Err(failure) => self.fail(ctx, &tp, failure),
             }
         }
     }
 
     /// Appends a fetched record set to its partition, keeping the source's bytes.
-    async fn append(&self, ctx: &Rc<ShardCtx>, fetched: Fetched) -> Result<(), Failure> {
+    async fn append(&self, ctx: &Rc<ShardCtx>, fetched: Fetched) -> Result<(), FetchError> {
         let Fetched {
             tp,
             fetch_offset,
@@ -968,10 +937,7 @@ impl MirrorFetcher {
                 // Reactive: nothing is appended until the epoch covers the batches.
                 bump_epoch(ctx, tp, target)
                     .await
-                    .map_err(|message| Failure {
-                        message,
-                        retryable: true,
-                    })?;
+                    .map_err(FetchError::EpochBump)?;
             } else {
                 let now = Instant::now();
                 let asked = self
@@ -995,14 +961,13 @@ impl MirrorFetcher {
                 }
             }
         }
-        let partition = ctx.partition(tp).ok_or_else(|| Failure {
-            message: format!("partition {tp} is not open on this shard"),
-            retryable: true,
-        })?;
-        let mut log = partition.write().await.map_err(|_| Failure {
-            message: format!("partition {tp} is closed"),
-            retryable: true,
-        })?;
+        let partition = ctx
+            .partition(tp)
+            .ok_or_else(|| FetchError::NotOpen(tp.clone()))?;
+        let mut log = partition
+            .write()
+            .await
+            .map_err(|_| FetchError::Closed(tp.clone()))?;
         if self.with_state(tp, |s| s.accepts(generation)) != Some(true) {
             return Ok(());
         }
@@ -1027,20 +992,13 @@ impl MirrorFetcher {
             tracing::info!(mirror = %self.config.mirror, %tp, from = end.0, to = batches[first].base_offset().0, "the source log starts inside a batch: starting the empty local log at the batch");
             log.truncate_fully_and_start_at(batches[first].base_offset())
                 .await
-                .map_err(|e| Failure {
-                    message: format!("restarting the log at the source batch: {e}"),
-                    retryable: true,
-                })?;
+                .map_err(|e| FetchError::Restart(e.to_string()))?;
         } else if batches[first].base_offset() < end {
             self.with_state(tp, |s| s.truncating = true);
-            return Err(Failure {
-                message: format!(
-                    "source batch {}..={} straddles the local log end {}; checking divergence",
-                    batches[first].base_offset().0,
-                    batches[first].last_offset().0,
-                    end.0
-                ),
-                retryable: true,
+            return Err(FetchError::Straddle {
+                base: batches[first].base_offset().0,
+                last: batches[first].last_offset().0,
+                end: end.0,
             });
         }
         let start = batches[..first]
@@ -1051,9 +1009,9 @@ impl MirrorFetcher {
         // `split_batches` checked every CRC: append without checking them again.
         log.append_passthrough_verified(slice, &batches[first..], now_ms())
             .await
-            .map_err(|e| Failure {
-                message: format!("appending mirrored batches: {e}"),
-                retryable: !matches!(e, crate::log::LogError::InvalidBatch { .. }),
+            .map_err(|e| FetchError::Append {
+                message: e.to_string(),
+                invalid_batch: matches!(e, crate::log::LogError::InvalidBatch { .. }),
             })?;
         crate::metrics::mirror(&self.config.mirror, ctx.id).appended(
             complete_len - start,
@@ -1074,7 +1032,7 @@ impl MirrorFetcher {
         ctx: &Rc<ShardCtx>,
         tp: &TopicPartition,
         source_log_start: i64,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), FetchError> {
         let Some(partition) = ctx.partition(tp) else {
             return Ok(());
         };
