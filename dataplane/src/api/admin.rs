@@ -209,6 +209,15 @@ pub(crate) mod test_support {
         image: MetadataImage,
         script: impl Fn(&AdminRequest) -> AdminResponse + Send + Sync + 'static,
     ) -> (Rc<ShardCtx>, Arc<FakeController>) {
+        ctx_with(image, settings(), script)
+    }
+
+    /// [`ctx`] with these settings (a data directory of the test's own).
+    pub fn ctx_with(
+        image: MetadataImage,
+        settings: ShardSettings,
+        script: impl Fn(&AdminRequest) -> AdminResponse + Send + Sync + 'static,
+    ) -> (Rc<ShardCtx>, Arc<FakeController>) {
         let controller = Arc::new(FakeController {
             requests: Mutex::new(Vec::new()),
             script: Box::new(script),
@@ -219,7 +228,7 @@ pub(crate) mod test_support {
             router,
             Arc::new(MetadataCell::new(image)),
             controller.clone(),
-            Arc::new(settings()),
+            Arc::new(settings),
         );
         (ctx, controller)
     }

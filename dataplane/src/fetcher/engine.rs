@@ -6,7 +6,13 @@
 
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::{
+    FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
 use kafka_protocol::ResponseError;
+
+use crate::client::ClientError;
 
 use super::MirrorPartitionStatus;
 
@@ -313,6 +319,63 @@ impl PartitionError {
             | PartitionError::Other(c) => c,
             PartitionError::OffsetOutOfRange => ResponseError::OffsetOutOfRange.code(),
         }
+    }
+}
+
+/// The leader side of a fetch, Kafka's `LeaderEndpoint`: the requests the engine sends
+/// the broker that leads a partition. The mirror fetcher's is a consumer connection to
+/// a source broker ([`KafkaConnection`]); tests use an in-memory leader; the replica
+/// fetcher of the cluster issue adds a replica connection.
+///
+/// [`KafkaConnection`]: crate::client::KafkaConnection
+#[allow(async_fn_in_trait)]
+pub trait LeaderEndpoint {
+    /// The version of `api_key` both sides speak within `[min, max]`, if any.
+    fn pick_version(&self, api_key: i16, min: i16, max: i16) -> Option<i16>;
+    async fn fetch(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+    ) -> Result<FetchResponse, ClientError>;
+    async fn offsets_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+        version: i16,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError>;
+    async fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+        version: i16,
+    ) -> Result<ListOffsetsResponse, ClientError>;
+}
+
+impl LeaderEndpoint for crate::client::KafkaConnection {
+    fn pick_version(&self, api_key: i16, min: i16, max: i16) -> Option<i16> {
+        crate::client::KafkaConnection::pick_version(self, api_key, min, max)
+    }
+
+    async fn fetch(
+        &mut self,
+        request: &FetchRequest,
+        version: i16,
+    ) -> Result<FetchResponse, ClientError> {
+        self.send(request, version).await
+    }
+
+    async fn offsets_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+        version: i16,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        self.send(request, version).await
+    }
+
+    async fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+        version: i16,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        self.send(request, version).await
     }
 }
 

@@ -26,7 +26,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::engine::{
-    self, FetchError, OutOfRange, PartitionError, PartitionFetchState, Truncation,
+    self, FetchError, LeaderEndpoint, OutOfRange, PartitionError, PartitionFetchState, Truncation,
 };
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
 use crate::client::cluster::{ClusterMetadata, SourceCluster};
@@ -39,6 +39,9 @@ use crate::wire::mirror::{MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID};
 use crate::wire::RecordBatch;
 
 mod lag;
+
+#[cfg(test)]
+mod divergence_tests;
 
 /// Bump the destination epoch when a mirrored batch epoch comes this close to it
 /// (reference §6.5, `LEADER_EPOCH_BUMP_THRESHOLD`).
@@ -94,15 +97,20 @@ pub struct MirrorFetcher {
 impl MirrorFetcher {
     /// Creates the fetcher and spawns its task on the current shard.
     pub fn start(ctx: Rc<ShardCtx>, config: MirrorFetchConfig) -> Rc<MirrorFetcher> {
-        let fetcher = Rc::new(MirrorFetcher {
+        let fetcher = Rc::new(Self::new(config));
+        let task = Rc::clone(&fetcher);
+        glommio::spawn_local(async move { task.run(ctx).await }).detach();
+        fetcher
+    }
+
+    /// A fetcher that does not run yet (`start` runs one).
+    fn new(config: MirrorFetchConfig) -> MirrorFetcher {
+        MirrorFetcher {
             config,
             inner: RefCell::new(Inner::default()),
             wake: event_listener::Event::new(),
             generations: std::cell::Cell::new(0),
-        });
-        let task = Rc::clone(&fetcher);
-        glommio::spawn_local(async move { task.run(ctx).await }).detach();
-        fetcher
+        }
     }
 
     pub fn config(&self) -> &MirrorFetchConfig {
@@ -501,7 +509,7 @@ impl MirrorFetcher {
     async fn resolve_divergence(
         &self,
         ctx: &Rc<ShardCtx>,
-        conn: &mut KafkaConnection,
+        conn: &mut impl LeaderEndpoint,
         meta: &ClusterMetadata,
         tps: &[TopicPartition],
     ) -> Result<bool, ClientError> {
@@ -561,7 +569,7 @@ impl MirrorFetcher {
         if version >= 3 {
             request = request.with_replica_id(BrokerId(-1));
         }
-        let response = conn.send(&request, version).await?;
+        let response = conn.offsets_for_leader_epoch(&request, version).await?;
         for topic in response.topics {
             for p in topic.partitions {
                 let tp = TopicPartition::new(topic.topic.as_str(), p.partition);
@@ -703,7 +711,7 @@ impl MirrorFetcher {
     async fn fetch_once(
         &self,
         ctx: &Rc<ShardCtx>,
-        conn: &mut KafkaConnection,
+        conn: &mut impl LeaderEndpoint,
         meta: &ClusterMetadata,
         tps: &[TopicPartition],
     ) -> Result<FetchOutcome, ClientError> {
@@ -792,7 +800,7 @@ impl MirrorFetcher {
             .with_session_epoch(-1)
             .with_topics(topics);
         let started = Instant::now();
-        let response = conn.send(&request, version).await?;
+        let response = conn.fetch(&request, version).await?;
         crate::metrics::mirror(&self.config.mirror, ctx.id).fetch_done(started);
         if response.error_code != 0 {
             for tp in tps {
@@ -1053,7 +1061,7 @@ impl MirrorFetcher {
     async fn reset_out_of_range(
         &self,
         ctx: &Rc<ShardCtx>,
-        conn: &mut KafkaConnection,
+        conn: &mut impl LeaderEndpoint,
         tp: &TopicPartition,
     ) -> Result<(), String> {
         let version = conn
@@ -1070,7 +1078,7 @@ impl MirrorFetcher {
                         .with_partition_index(tp.partition)
                         .with_timestamp(timestamp)])]);
             let response = conn
-                .send(&request, version)
+                .list_offsets(&request, version)
                 .await
                 .map_err(|e| e.to_string())?;
             let p = response

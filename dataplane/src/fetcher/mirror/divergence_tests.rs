@@ -1,0 +1,340 @@
+//! The fetcher's divergence and out-of-range handling against an in-memory leader
+//! ([`FakeLeader`], a [`LeaderEndpoint`]): a real shard context and partition log, no
+//! sockets.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{
+    ApiKey, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse,
+};
+
+use super::*;
+use crate::client::cluster::{PartitionMetadata, TopicMetadata};
+use crate::log::LogConfig;
+use crate::shard::ShardSettings;
+use crate::test_support::run_glommio as run;
+use crate::wire::batch::BatchBuilder;
+
+/// A leader whose history is `epochs` ((epoch, start offset), ascending) from
+/// `log_start` to `log_end`.
+struct FakeLeader {
+    epochs: Vec<(i32, i64)>,
+    log_start: i64,
+    log_end: i64,
+    answers_epochs: bool,
+    /// The epochs it was asked about, in order.
+    asked: Vec<i32>,
+}
+
+impl FakeLeader {
+    /// Kafka's `endOffsetFor`.
+    fn end_offset_for(&self, requested: i32) -> (i32, i64) {
+        match self.epochs.last() {
+            Some((latest, _)) if *latest == requested => return (requested, self.log_end),
+            None => return (-1, -1),
+            _ => {}
+        }
+        let Some(higher) = self.epochs.iter().position(|(e, _)| *e > requested) else {
+            return (-1, -1);
+        };
+        match higher.checked_sub(1) {
+            None => (requested, self.epochs[higher].1),
+            Some(floor) => (self.epochs[floor].0, self.epochs[higher].1),
+        }
+    }
+}
+
+impl LeaderEndpoint for FakeLeader {
+    fn pick_version(&self, api_key: i16, _min: i16, max: i16) -> Option<i16> {
+        if api_key == ApiKey::OffsetForLeaderEpoch as i16 && !self.answers_epochs {
+            return None;
+        }
+        Some(max)
+    }
+
+    async fn fetch(
+        &mut self,
+        _request: &FetchRequest,
+        _version: i16,
+    ) -> Result<FetchResponse, ClientError> {
+        Ok(FetchResponse::default())
+    }
+
+    async fn offsets_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+        _version: i16,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        let mut topics = Vec::new();
+        for t in &request.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                self.asked.push(p.leader_epoch);
+                let (epoch, end) = self.end_offset_for(p.leader_epoch);
+                partitions.push(
+                    EpochEndOffset::default()
+                        .with_partition(p.partition)
+                        .with_leader_epoch(epoch)
+                        .with_end_offset(end),
+                );
+            }
+            topics.push(
+                OffsetForLeaderTopicResult::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        Ok(OffsetForLeaderEpochResponse::default().with_topics(topics))
+    }
+
+    async fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+        _version: i16,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                ListOffsetsTopicResponse::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                let offset = if p.timestamp == -2 {
+                                    self.log_start
+                                } else {
+                                    self.log_end
+                                };
+                                ListOffsetsPartitionResponse::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_offset(offset)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Ok(ListOffsetsResponse::default().with_topics(topics))
+    }
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+/// A shard context over `dir` with partition t-0 open and holding `batches` (base,
+/// epoch, records), as a mirror destination would.
+async fn shard_with(dir: &std::path::Path, batches: &[(i64, i32, i32)]) -> Rc<ShardCtx> {
+    use crate::api::admin::test_support;
+    let mut settings: ShardSettings = test_support::settings();
+    settings.data_dir = dir.to_path_buf();
+    let (ctx, _) = test_support::ctx_with(test_support::image(), settings, |_| {
+        crate::controller::AdminResponse::Results(Vec::new())
+    });
+    ctx.open_partition(tp(), uuid::Uuid::from_u128(7), LogConfig::default())
+        .await
+        .expect("open");
+    let partition = ctx.partition(&tp()).expect("open");
+    let mut log = partition.write().await.expect("writer");
+    for &(base, epoch, records) in batches {
+        let batch = BatchBuilder {
+            base_offset: Offset(base),
+            partition_leader_epoch: LeaderEpoch(epoch),
+            last_offset_delta: records - 1,
+            record_count: records,
+            ..BatchBuilder::default()
+        }
+        .build(&[7u8; 40]);
+        log.append_passthrough(batch, 0).await.expect("append");
+    }
+    drop(log);
+    ctx
+}
+
+fn fetcher() -> MirrorFetcher {
+    let f = MirrorFetcher::new(MirrorFetchConfig {
+        mirror: "m".into(),
+        bootstrap_servers: "127.0.0.1:1".into(),
+        source_cluster_id: String::new(),
+        client_id: "test".into(),
+        fetch_wait_max_ms: 100,
+        fetch_min_bytes: 1,
+        fetch_response_max_bytes: 1 << 20,
+        fetch_max_bytes: 1 << 20,
+        fetch_backoff_ms: 100,
+        request_timeout_ms: 1000,
+        connect_timeout_ms: 1000,
+        fetch_connections: 1,
+    });
+    f.add(tp());
+    f
+}
+
+/// Source metadata naming broker 1 the leader of t-0 at `epoch`.
+fn meta(epoch: i32) -> ClusterMetadata {
+    let mut topics = BTreeMap::new();
+    topics.insert(
+        "t".to_string(),
+        TopicMetadata {
+            id: uuid::Uuid::from_u128(7),
+            error_code: 0,
+            partitions: vec![PartitionMetadata {
+                partition: 0,
+                leader: 1,
+                leader_epoch: epoch,
+                error_code: 0,
+                replicas: vec![1],
+                isr: vec![1],
+            }],
+        },
+    );
+    ClusterMetadata {
+        cluster_id: Some("src".into()),
+        controller_id: 1,
+        brokers: BTreeMap::new(),
+        topics,
+    }
+}
+
+async fn log_range(ctx: &ShardCtx) -> (i64, i64) {
+    let p = ctx.partition(&tp()).expect("open");
+    let log = p.read().await.expect("reader");
+    (log.log_start_offset().0, log.log_end_offset().0)
+}
+
+fn truncating(f: &MirrorFetcher) -> bool {
+    f.with_state(&tp(), |s| s.truncating).expect("partition")
+}
+
+#[test]
+fn an_epoch_the_leader_never_had_is_cut_in_two_rounds() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Locally: epoch 0 up to 100, then epoch 5 (an old primary's own writes).
+        let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 5, 50)]).await;
+        // The leader went 0 -> 3 at 100 and never had epoch 5.
+        let mut leader = FakeLeader {
+            epochs: vec![(0, 0), (3, 100)],
+            log_start: 0,
+            log_end: 200,
+            answers_epochs: true,
+            asked: Vec::new(),
+        };
+        let f = fetcher();
+        f.resolve_divergence(&ctx, &mut leader, &meta(3), &[tp()])
+            .await
+            .expect("round 1");
+        assert_eq!(
+            log_range(&ctx).await,
+            (0, 100),
+            "epoch 5 is not the leader's"
+        );
+        assert!(truncating(&f), "asks again with the epoch below");
+        f.resolve_divergence(&ctx, &mut leader, &meta(3), &[tp()])
+            .await
+            .expect("round 2");
+        assert_eq!(log_range(&ctx).await, (0, 100));
+        assert!(!truncating(&f), "agreed at epoch 0");
+        assert_eq!(leader.asked, vec![5, 0]);
+        let cut = f
+            .with_state(&tp(), |s| s.status.truncated_records)
+            .expect("partition");
+        assert_eq!(cut, 50);
+    });
+}
+
+#[test]
+fn out_of_range_ahead_of_the_leader_checks_epochs_before_any_cut() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 0, 50)]).await;
+        // The leader lost its tail (an unclean election): epoch 0 ends at 120 there.
+        let mut leader = FakeLeader {
+            epochs: vec![(0, 0), (1, 120)],
+            log_start: 0,
+            log_end: 130,
+            answers_epochs: true,
+            asked: Vec::new(),
+        };
+        let f = fetcher();
+        f.with_state(&tp(), |s| s.truncating = false);
+        f.reset_out_of_range(&ctx, &mut leader, &tp())
+            .await
+            .expect("reset");
+        assert_eq!(log_range(&ctx).await, (0, 150), "no blind cut");
+        assert!(truncating(&f), "an epoch check comes first");
+        f.resolve_divergence(&ctx, &mut leader, &meta(1), &[tp()])
+            .await
+            .expect("check");
+        // Cut at the start of the batch holding 120.
+        assert_eq!(log_range(&ctx).await, (0, 100));
+        assert!(!truncating(&f));
+    });
+}
+
+#[test]
+fn out_of_range_without_epoch_answers_cuts_to_the_leaders_end() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 0, 50)]).await;
+        let mut leader = FakeLeader {
+            epochs: Vec::new(),
+            log_start: 0,
+            log_end: 120,
+            answers_epochs: false,
+            asked: Vec::new(),
+        };
+        let f = fetcher();
+        f.reset_out_of_range(&ctx, &mut leader, &tp())
+            .await
+            .expect("reset");
+        assert_eq!(log_range(&ctx).await, (0, 100));
+    });
+}
+
+#[test]
+fn out_of_range_behind_the_leaders_retention_restarts_at_its_log_start() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[(0, 0, 50)]).await;
+        let mut leader = FakeLeader {
+            epochs: vec![(0, 80)],
+            log_start: 80,
+            log_end: 200,
+            answers_epochs: true,
+            asked: Vec::new(),
+        };
+        let f = fetcher();
+        f.reset_out_of_range(&ctx, &mut leader, &tp())
+            .await
+            .expect("reset");
+        assert_eq!(log_range(&ctx).await, (80, 80));
+    });
+}
+
+#[test]
+fn a_diverging_epoch_answer_cuts_where_the_leaders_history_ends() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[(0, 2, 50), (50, 2, 50)]).await;
+        let f = fetcher();
+        // The leader's epoch 2 ended at 70 (then its epoch 4).
+        f.truncate_diverging(&ctx, &tp(), 2, 70)
+            .await
+            .expect("truncate");
+        assert_eq!(
+            log_range(&ctx).await,
+            (0, 50),
+            "cut at the batch holding 70"
+        );
+    });
+}
