@@ -76,6 +76,26 @@ fn fails_saying(out: &CmdOutput, needles: &[&str]) {
 }
 
 /// The value after `key: ` on the first line of `twinlog topic describe` output.
+/// `twinlog mirror wait NAME --caught-up` against `dst`; its output.
+fn wait_caught_up(dst: &str, mirror: &str, brokers: &[&Broker]) -> String {
+    ok(
+        twinlog(
+            dst,
+            &[
+                "mirror",
+                "wait",
+                mirror,
+                "--caught-up",
+                "--poll-ms",
+                "20",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        brokers,
+    )
+}
+
 fn describe_field(describe: &str, key: &str) -> String {
     let first = describe.lines().next().unwrap_or("");
     first
@@ -483,22 +503,7 @@ fn mirror_remove_delete_and_recreate() {
     let err = twinlog(&dst, &["mirror", "remove", "m", "--topic", "pay.*"]);
     fails_saying(&err, &["no topic of mirror m matches"]);
 
-    let out = ok(
-        twinlog(
-            &dst,
-            &[
-                "mirror",
-                "wait",
-                "m",
-                "--caught-up",
-                "--poll-ms",
-                "20",
-                "--timeout",
-                STATE_WAIT_S,
-            ],
-        ),
-        &bs,
-    );
+    let out = wait_caught_up(&dst, "m", &bs);
     assert_eq!(out.trim(), "mirror m: all 2 partitions are caught up");
     let out = ok(
         twinlog(
@@ -626,22 +631,7 @@ fn a_pattern_keeps_adding_matching_source_topics() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    ok(
-        twinlog(
-            &dst,
-            &[
-                "mirror",
-                "wait",
-                "m",
-                "--caught-up",
-                "--poll-ms",
-                "20",
-                "--timeout",
-                STATE_WAIT_S,
-            ],
-        ),
-        &bs,
-    );
+    wait_caught_up(&dst, "m", &bs);
     let list = ok(twinlog(&dst, &["topic", "list"]), &bs);
     for absent in ["pay-test-1", "orders"] {
         assert!(

@@ -1348,6 +1348,42 @@ fn pid_resets(broker: &Broker, topic: &str, partitions: i32) -> Vec<usize> {
         .collect()
 }
 
+/// B mirrors `topic` of A as mirror "ab" (`partitions` partitions), then fails over
+/// with its STOPPING stalled after the truncation (a fail point): B's partitions stay
+/// STOPPING, their LME not yet recorded.
+fn stall_failover(a: &Broker, b: &mut Broker, topic: &str, partitions: usize) {
+    start_mirror(b, "ab", a, &[topic]);
+    wait_caught_up(b, "ab", a, topic, partitions);
+    b.stop_term();
+    b.set_fail_points(&["stopping.after_truncate=hang"]);
+    b.restart_after_stop();
+    wait_caught_up(b, "ab", a, topic, partitions);
+    let r = remove_topics(&b.bootstrap(), "ab", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPING",
+        Duration::from_secs(30),
+        |d| all_in(d, "STOPPING"),
+    );
+}
+
+/// B restarts without the fail point and finishes STOPPING (a hung task would hold a
+/// clean shutdown up: it is killed).
+fn finish_stalled_failover(b: &mut Broker) {
+    b.kill9();
+    b.set_fail_points(&[]);
+    b.restart_after_stop();
+    wait_for(
+        &b.bootstrap(),
+        "ab",
+        "STOPPED",
+        Duration::from_secs(60),
+        |d| all_in(d, "STOPPED"),
+    );
+}
+
 /// Failback while the other side is still STOPPING (audit B-8, B-9): B's STOPPING stalls
 /// after its truncation (a fail point), before it has recorded its LME. A's failback must
 /// not take "no LME" for an answer and truncate its log to 0: its partitions go FAILED
@@ -1367,21 +1403,7 @@ fn failback_waits_until_the_other_side_is_stopped() {
         &a,
         &["--topic", topic, "--partitions", "2", "--count", "2000"],
     );
-    start_mirror(&b, "ab", &a, &[topic]);
-    wait_caught_up(&b, "ab", &a, topic, 2);
-    b.stop_term();
-    b.set_fail_points(&["stopping.after_truncate=hang"]);
-    b.restart_after_stop();
-    wait_caught_up(&b, "ab", &a, topic, 2);
-    let r = remove_topics(&b.bootstrap(), "ab", &[topic]);
-    assert_eq!(r.error_code, 0, "{r:?}");
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "STOPPING",
-        Duration::from_secs(30),
-        |d| all_in(d, "STOPPING"),
-    );
+    stall_failover(&a, &mut b, topic, 2);
     let before = log_ends(&a.bootstrap(), topic, 2);
     // Fail back to A while B is still stopping.
     start_mirror(&a, "ba", &b, &[topic]);
@@ -1408,18 +1430,7 @@ fn failback_waits_until_the_other_side_is_stopped() {
         before,
         "A's log is kept while it waits"
     );
-    // B finishes STOPPING after a restart without the fail point (a hung task would
-    // hold a clean shutdown up: kill it).
-    b.kill9();
-    b.set_fail_points(&[]);
-    b.restart_after_stop();
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "STOPPED",
-        Duration::from_secs(60),
-        |d| all_in(d, "STOPPED"),
-    );
+    finish_stalled_failover(&mut b);
     wait_caught_up(&a, "ba", &b, topic, 2);
     let d = wait_for(
         &a.bootstrap(),
@@ -1653,21 +1664,7 @@ fn exhausted_retries_wait_for_an_operator_to_recover() {
         &a,
         &["--topic", topic, "--partitions", "2", "--count", "500"],
     );
-    start_mirror(&b, "ab", &a, &[topic]);
-    wait_caught_up(&b, "ab", &a, topic, 8);
-    b.stop_term();
-    b.set_fail_points(&["stopping.after_truncate=hang"]);
-    b.restart_after_stop();
-    wait_caught_up(&b, "ab", &a, topic, 8);
-    let r = remove_topics(&b.bootstrap(), "ab", &[topic]);
-    assert_eq!(r.error_code, 0, "{r:?}");
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "STOPPING",
-        Duration::from_secs(30),
-        |d| all_in(d, "STOPPING"),
-    );
+    stall_failover(&a, &mut b, topic, 8);
     start_mirror(&a, "ba", &b, &[topic]);
     let exhausted = |d: &DescribedMirror| {
         partitions(d)
@@ -1681,16 +1678,7 @@ fn exhausted_retries_wait_for_an_operator_to_recover() {
         Duration::from_secs(60),
         exhausted,
     );
-    b.kill9();
-    b.set_fail_points(&[]);
-    b.restart_after_stop();
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "STOPPED",
-        Duration::from_secs(60),
-        |d| all_in(d, "STOPPED"),
-    );
+    finish_stalled_failover(&mut b);
     // The cause is gone, but the budget is spent: A does not retry by itself.
     std::thread::sleep(Duration::from_millis(1500));
     let d = describe(&a.bootstrap(), "ba");

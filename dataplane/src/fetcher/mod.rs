@@ -217,6 +217,12 @@ impl MirrorFetcherManager {
 /// Errors of the mirror log steps, as text for the FAILED record.
 pub type StepResult<T> = Result<T, String>;
 
+/// The partition `tp` of this shard, or why a step cannot run on it.
+fn owned(ctx: &ShardCtx, tp: &TopicPartition) -> StepResult<Rc<crate::partition::Partition>> {
+    ctx.partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))
+}
+
 /// PREPARING: truncates `tp` for the last mirrored epoch the source reported
 /// (`DECISIONS.md`, "LME and PREPARING"; reference §4.5), and the offset recorded with
 /// it when there is one (audit B-10). Returns the number of offsets discarded.
@@ -225,9 +231,7 @@ pub async fn prepare_partition(
     tp: &TopicPartition,
     (lme, lme_offset): (i32, i64),
 ) -> StepResult<i64> {
-    let partition = ctx
-        .partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
         .await
@@ -260,9 +264,7 @@ pub async fn prepare_partition(
 
 /// The latest batch epoch in the log (`None`: no batches with an epoch).
 pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<Option<i32>> {
-    let partition = ctx
-        .partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let partition = owned(ctx, tp)?;
     let log = partition
         .read()
         .await
@@ -280,9 +282,7 @@ pub async fn stop_epoch_to_exceed(
     tp: &TopicPartition,
 ) -> StepResult<Option<i32>> {
     let epoch = current_epoch(ctx, tp)?;
-    let partition = ctx
-        .partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let partition = owned(ctx, tp)?;
     let log = partition
         .read()
         .await
@@ -331,9 +331,7 @@ pub async fn stop_truncate(
     tp: &TopicPartition,
 ) -> StepResult<Option<(i32, i64)>> {
     let epoch = current_epoch(ctx, tp)?;
-    let partition = ctx
-        .partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
         .await
@@ -372,9 +370,7 @@ pub async fn stop_append_pid_reset(
     source_cluster_id: &str,
 ) -> StepResult<()> {
     let epoch = current_epoch(ctx, tp)?;
-    let partition = ctx
-        .partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
         .await
