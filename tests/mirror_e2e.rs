@@ -214,13 +214,7 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
     std::thread::sleep(Duration::from_millis(500));
     let r = remove_topics(&b.bootstrap(), "dr", &[topic]);
     assert_eq!(r.error_code, 0, "remove: {r:?}");
-    let d = wait_for(
-        &b.bootstrap(),
-        "dr",
-        "STOPPED",
-        Duration::from_secs(60),
-        |d| all_in(d, "STOPPED"),
-    );
+    let d = wait_stopped(&b, "dr");
     for p in partitions(&d).values() {
         assert!(p.last_mirrored_epoch >= 0, "LME persisted: {p:?}");
     }
@@ -299,6 +293,11 @@ fn wait_caught_up(dest: &Broker, mirror: &str, source: &Broker, topic: &str, par
 fn failover(dest: &Broker, mirror: &str, topic: &str) -> DescribedMirror {
     let r = remove_topics(&dest.bootstrap(), mirror, &[topic]);
     assert_eq!(r.error_code, 0, "remove {topic} from {mirror}: {r:?}");
+    wait_stopped(dest, mirror)
+}
+
+/// Waits until every partition of `mirror` on `dest` is STOPPED.
+fn wait_stopped(dest: &Broker, mirror: &str) -> DescribedMirror {
     wait_for(
         &dest.bootstrap(),
         mirror,
@@ -677,13 +676,7 @@ fn sigkill_during_preparing_and_stopping_finishes_after_restart() {
     let r = remove_topics(&b.bootstrap(), "m", &[topic]);
     assert_eq!(r.error_code, 0, "{r:?}");
     b.restart_kill9();
-    let d = wait_for(
-        &b.bootstrap(),
-        "m",
-        "STOPPED",
-        Duration::from_secs(60),
-        |d| all_in(d, "STOPPED"),
-    );
+    let d = wait_stopped(&b, "m");
     for p in partitions(&d).values() {
         assert!(p.last_mirrored_epoch >= 0, "{p:?}");
     }
@@ -1375,13 +1368,7 @@ fn finish_stalled_failover(b: &mut Broker) {
     b.kill9();
     b.set_fail_points(&[]);
     b.restart_after_stop();
-    wait_for(
-        &b.bootstrap(),
-        "ab",
-        "STOPPED",
-        Duration::from_secs(60),
-        |d| all_in(d, "STOPPED"),
-    );
+    wait_stopped(b, "ab");
 }
 
 /// Failback while the other side is still STOPPING (audit B-8, B-9): B's STOPPING stalls

@@ -228,14 +228,7 @@ pub fn encode_value(value: &MirrorStateValue) -> Vec<u8> {
             last_mirrored_offset,
         } => {
             out.extend_from_slice(&last_mirrored_epoch.to_be_bytes());
-            if *last_mirrored_offset == -1 {
-                write_uvarint(&mut out, 0);
-            } else {
-                write_uvarint(&mut out, 1);
-                write_uvarint(&mut out, u64::from(LAST_MIRRORED_OFFSET_TAG));
-                write_uvarint(&mut out, 8);
-                out.extend_from_slice(&last_mirrored_offset.to_be_bytes());
-            }
+            put_optional_i64_tag(&mut out, LAST_MIRRORED_OFFSET_TAG, *last_mirrored_offset);
         }
         MirrorStateValue::State(v) => {
             out.extend_from_slice(&v.state.code().to_be_bytes());
@@ -250,17 +243,36 @@ pub fn encode_value(value: &MirrorStateValue) -> Vec<u8> {
             }
             out.extend_from_slice(&v.leader_epoch.to_be_bytes());
             out.extend_from_slice(&v.state_epoch.to_be_bytes());
-            if v.truncated_records == -1 {
-                write_uvarint(&mut out, 0);
-            } else {
-                write_uvarint(&mut out, 1);
-                write_uvarint(&mut out, u64::from(TRUNCATED_RECORDS_TAG));
-                write_uvarint(&mut out, 8);
-                out.extend_from_slice(&v.truncated_records.to_be_bytes());
-            }
+            put_optional_i64_tag(&mut out, TRUNCATED_RECORDS_TAG, v.truncated_records);
         }
     }
     out
+}
+
+/// The tagged-field section of a value with one optional int64 field: empty when the
+/// value is -1 (unknown), else the one tag.
+fn put_optional_i64_tag(out: &mut Vec<u8>, tag: u32, value: i64) {
+    if value == -1 {
+        write_uvarint(out, 0);
+    } else {
+        write_uvarint(out, 1);
+        write_uvarint(out, u64::from(tag));
+        write_uvarint(out, 8);
+        out.extend_from_slice(&value.to_be_bytes());
+    }
+}
+
+/// An int64 tagged field's bytes.
+fn tagged_i64(what: &'static str, tag: u32, data: &[u8]) -> Result<i64, MirrorRecordError> {
+    let bytes: [u8; 8] = data
+        .try_into()
+        .map_err(|_| MirrorRecordError::BadTaggedField {
+            what,
+            tag,
+            size: data.len(),
+            expected: 8,
+        })?;
+    Ok(i64::from_be_bytes(bytes))
 }
 
 /// Decodes the value of a record whose key is of `kind`.
@@ -283,15 +295,7 @@ pub fn decode_value(
             let mut last_mirrored_offset = -1;
             r.tagged_fields(|tag, data| {
                 if tag == LAST_MIRRORED_OFFSET_TAG {
-                    let bytes: [u8; 8] =
-                        data.try_into()
-                            .map_err(|_| MirrorRecordError::BadTaggedField {
-                                what,
-                                tag,
-                                size: data.len(),
-                                expected: 8,
-                            })?;
-                    last_mirrored_offset = i64::from_be_bytes(bytes);
+                    last_mirrored_offset = tagged_i64(what, tag, data)?;
                 }
                 Ok(())
             })?;
@@ -310,15 +314,7 @@ pub fn decode_value(
             let mut truncated_records = -1;
             r.tagged_fields(|tag, data| {
                 if tag == TRUNCATED_RECORDS_TAG {
-                    let bytes: [u8; 8] =
-                        data.try_into()
-                            .map_err(|_| MirrorRecordError::BadTaggedField {
-                                what,
-                                tag,
-                                size: data.len(),
-                                expected: 8,
-                            })?;
-                    truncated_records = i64::from_be_bytes(bytes);
+                    truncated_records = tagged_i64(what, tag, data)?;
                 }
                 Ok(())
             })?;
