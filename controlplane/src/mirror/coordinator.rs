@@ -1000,6 +1000,8 @@ mod tests {
         batches: RefCell<BTreeMap<i32, Vec<Vec<KeyedRecord>>>>,
         /// The next append fails with this log error code.
         fail_next: Cell<Option<i16>>,
+        /// Replays of this partition fail (a partition that cannot load).
+        fail_replay_of: Cell<Option<i32>>,
         replays: Cell<usize>,
     }
 
@@ -1050,6 +1052,13 @@ mod tests {
         ) -> LocalBoxFuture<'_, Result<(MirrorStateTable, usize), CoordinatorError>> {
             Box::pin(async move {
                 self.replays.set(self.replays.get() + 1);
+                if self.fail_replay_of.get() == Some(tp.partition) {
+                    return Err(CoordinatorError::Log {
+                        tp,
+                        error_code: ResponseError::KafkaStorageError.code(),
+                        message: "unreadable segment".to_string(),
+                    });
+                }
                 let mut table = MirrorStateTable::default();
                 let records = self.records(tp.partition);
                 for (k, v) in &records {
@@ -1370,6 +1379,29 @@ mod tests {
         assert!(!c.is_loaded());
         block_on(c.load()).expect("load");
         assert!(c.is_loaded());
+    }
+
+    /// Audit B-7(a): a `__mirror_state` partition that cannot load holds back only the
+    /// keys it holds; the others load and answer.
+    #[test]
+    fn a_partition_that_cannot_load_blocks_only_its_own_keys() {
+        let (log, cell, c) = setup();
+        let orders = cell.load().topic("orders").expect("topic").id;
+        let holder = |p: i32| partition_for("m", orders, p, STATE_PARTITIONS);
+        // Two partitions of orders whose keys live in different state partitions.
+        let (a, b) = (0..64)
+            .flat_map(|x| (0..64).map(move |y| (x, y)))
+            .find(|(x, y)| holder(*x) != holder(*y))
+            .expect("two state partitions");
+        log.fail_replay_of.set(Some(holder(a)));
+        assert!(block_on(c.load()).is_err(), "the first error is reported");
+        assert!(!c.is_loaded(), "not everything is loaded");
+        assert!(!c.is_loaded_for("m", orders, a));
+        assert!(c.is_loaded_for("m", orders, b), "the others are");
+        // Once it can be read, the next load completes it.
+        log.fail_replay_of.set(None);
+        block_on(c.load()).expect("load");
+        assert!(c.is_loaded() && c.is_loaded_for("m", orders, a));
     }
 
     #[test]
