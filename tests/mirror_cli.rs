@@ -668,4 +668,35 @@ fn a_pattern_keeps_adding_matching_source_topics() {
         "the step is reported: {json}"
     );
     produce_batch(&dst, "pay-us", 0, 3);
+    // Once every topic of the mirror has failed over, its patterns rest: a matching
+    // source topic created afterwards is not mirrored.
+    ok(
+        twinlog(&dst, &["mirror", "remove", "m", "--topic", "pay-eu"]),
+        &bs,
+    );
+    ok(
+        twinlog(
+            &dst,
+            &[
+                "mirror",
+                "wait",
+                "m",
+                "--state",
+                "STOPPED",
+                "--timeout",
+                STATE_WAIT_S,
+            ],
+        ),
+        &bs,
+    );
+    ok(
+        twinlog(&src, &["topic", "create", "pay-late", "--partitions", "1"]),
+        &bs,
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let list = ok(twinlog(&dst, &["topic", "list"]), &bs);
+    assert!(
+        !list.lines().any(|l| l.trim() == "pay-late"),
+        "a failed-over mirror adds no topic: {list}"
+    );
 }

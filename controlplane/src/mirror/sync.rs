@@ -25,8 +25,9 @@
 //!    patterns `twinlog mirror add --topic 'pay-.*'` gave, kept with the mirror) and not
 //!    `topics.exclude`, that have no local topic of that name, are added to the mirror
 //!    with AddTopicsToMirror sent to this broker as a client (so every check of a manual
-//!    add applies). A local topic, mirrored or not, is never taken over, and a topic
-//!    removed from the mirror (failed over) is never added back. Exclusion is enforced
+//!    add applies). A local topic, mirrored or not, is never taken over, a topic
+//!    removed from the mirror (failed over) is never added back, and a mirror whose
+//!    topics have all been failed over adds none. Exclusion is enforced
 //!    too (reference §8.6): a topic still mirroring that now matches `topics.exclude`
 //!    (the operator changed it) is removed from the mirror — failed over, so it becomes
 //!    writable here with its data.
@@ -1039,7 +1040,18 @@ impl MirrorSync {
             .await
             .map_err(|e| format!("listing the source topics: {e}"))?;
         let image = self.metadata.load();
-        let found = plan_discovered_topics(&mirror.configs, &all, &image)?;
+        // A mirror whose topics have all been failed over is not pulled back into
+        // mirroring by a source topic created later: its patterns rest.
+        let mine: Vec<DesiredMirrorState> = image
+            .topics
+            .values()
+            .filter_map(|t| t.mirror().filter(|(m, _)| *m == name).map(|(_, d)| d))
+            .collect();
+        let found = if !mine.is_empty() && mine.iter().all(|d| *d == DesiredMirrorState::Stopped) {
+            Vec::new()
+        } else {
+            plan_discovered_topics(&mirror.configs, &all, &image)?
+        };
         let excluded = plan_excluded_topics(name, &mirror.configs, &image)?;
         if found.is_empty() && excluded.is_empty() {
             return Ok(());
