@@ -467,7 +467,32 @@ fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
         "A's unreplicated tail is gone: {seen}"
     );
     // And A can take over again: failover on A, then an idempotent producer there.
-    failover(&a, "b-to-a", topic);
+    // A's own STOPPING writes its LME and its own reset, although B's mirrored reset
+    // is in its log.
+    let resets_before = pid_resets(&a, topic, 4);
+    let d = failover(&a, "b-to-a", topic);
+    for p in partitions(&d).values().filter(|p| p.partition < 4) {
+        assert!(p.last_mirrored_epoch >= 0, "A recorded its LME: {p:?}");
+    }
+    let resets_after = pid_resets(&a, topic, 4);
+    for (before, after) in resets_before.iter().zip(&resets_after) {
+        assert_eq!(after, &(before + 1), "A wrote its own reset");
+    }
+    // B writes a tail of its own meanwhile (it is still writable)...
+    load(
+        &py,
+        &b,
+        &[
+            "--topic",
+            topic,
+            "--partitions",
+            "4",
+            "--count",
+            "100",
+            "--prefix",
+            "b-tail",
+        ],
+    );
     load(
         &py,
         &a,
@@ -485,6 +510,18 @@ fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
     let after = consume(&py, &a, topic, 4);
     assert_eq!(json_field(&after, "duplicates"), 0);
     assert!(after.contains("\"again\": 1000"), "{after}");
+    // ...and fails back from A: it cuts exactly that diverged tail, nothing more, and
+    // copies A's newer records.
+    let r = add_topics(&b.bootstrap(), "a-to-b", &[topic]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    wait_caught_up(&b, "a-to-b", &a, topic, 4);
+    assert_byte_identical(&a.bootstrap(), &b.bootstrap(), topic, 4);
+    let d = describe(&b.bootstrap(), "a-to-b");
+    let cut: i64 = partitions(&d)
+        .values()
+        .map(|p| p.truncated_records.max(0))
+        .sum();
+    assert_eq!(cut, 100, "only B's own tail is cut: {d:#?}");
 }
 
 /// Fan-out (A->B, A->C), fan-in of distinct topics (A->C, B->C) and a chain
