@@ -12,7 +12,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::ResponseError;
 
-use crate::client::ClientError;
+use crate::client::cluster::{ClusterMetadata, SourceCluster};
+use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
 
 use super::MirrorPartitionStatus;
 
@@ -332,6 +333,8 @@ impl PartitionError {
 pub trait LeaderEndpoint {
     /// The version of `api_key` both sides speak within `[min, max]`, if any.
     fn pick_version(&self, api_key: i16, min: i16, max: i16) -> Option<i16>;
+    /// The connection failed and must not be used again.
+    fn is_broken(&self) -> bool;
     async fn fetch(
         &mut self,
         request: &FetchRequest,
@@ -352,6 +355,10 @@ pub trait LeaderEndpoint {
 impl LeaderEndpoint for crate::client::KafkaConnection {
     fn pick_version(&self, api_key: i16, min: i16, max: i16) -> Option<i16> {
         crate::client::KafkaConnection::pick_version(self, api_key, min, max)
+    }
+
+    fn is_broken(&self) -> bool {
+        crate::client::KafkaConnection::is_broken(self)
     }
 
     async fn fetch(
@@ -376,6 +383,89 @@ impl LeaderEndpoint for crate::client::KafkaConnection {
         version: i16,
     ) -> Result<ListOffsetsResponse, ClientError> {
         self.send(request, version).await
+    }
+}
+
+/// Where the leaders are and how to reach them: the cluster side of the fetch engine.
+/// The mirror's is the source cluster (Metadata, a pooled connection per broker and
+/// extra ones for parallel Fetches: [`SourceDirectory`]); tests use an in-memory one.
+#[allow(async_fn_in_trait)]
+pub trait LeaderDirectory {
+    type Leader: LeaderEndpoint;
+    /// Leaders and epochs of the partitions of `topics`.
+    async fn metadata(&mut self, topics: &[String]) -> Result<ClusterMetadata, ClientError>;
+    /// The pooled connection to `leader`.
+    async fn connection(&mut self, leader: i32) -> Result<&mut Self::Leader, ClientError>;
+    /// Another connection to `leader` (slot > 0: several Fetches in flight), kept from
+    /// an earlier round or opened now.
+    async fn extra_connection(
+        &mut self,
+        leader: i32,
+        slot: usize,
+        meta: &ClusterMetadata,
+    ) -> Result<Self::Leader, ClientError>;
+    /// Keeps an extra connection for the next round.
+    fn keep_extra_connection(&mut self, leader: i32, slot: usize, conn: Self::Leader);
+    /// The pooled connection to `leader` failed: open a new one next time.
+    fn invalidate(&mut self, leader: i32);
+}
+
+/// The mirror's source cluster as a [`LeaderDirectory`].
+#[derive(Debug)]
+pub struct SourceDirectory {
+    cluster: SourceCluster,
+    extra: std::collections::HashMap<(i32, usize), KafkaConnection>,
+    extra_config: ConnectionConfig,
+}
+
+impl SourceDirectory {
+    pub fn new(bootstrap_servers: &str, config: ConnectionConfig) -> Result<Self, ClientError> {
+        Ok(SourceDirectory {
+            cluster: SourceCluster::new(bootstrap_servers, config.clone())?,
+            extra: std::collections::HashMap::new(),
+            extra_config: config,
+        })
+    }
+}
+
+impl LeaderDirectory for SourceDirectory {
+    type Leader = KafkaConnection;
+
+    async fn metadata(&mut self, topics: &[String]) -> Result<ClusterMetadata, ClientError> {
+        self.cluster.metadata(Some(topics)).await
+    }
+
+    async fn connection(&mut self, leader: i32) -> Result<&mut KafkaConnection, ClientError> {
+        self.cluster.connection(leader).await
+    }
+
+    async fn extra_connection(
+        &mut self,
+        leader: i32,
+        slot: usize,
+        meta: &ClusterMetadata,
+    ) -> Result<KafkaConnection, ClientError> {
+        if let Some(c) = self
+            .extra
+            .remove(&(leader, slot))
+            .filter(|c| !c.is_broken())
+        {
+            return Ok(c);
+        }
+        match meta.brokers.get(&leader) {
+            Some(addr) => KafkaConnection::connect_with(addr, &self.extra_config).await,
+            None => Err(ClientError::UnknownBroker { broker_id: leader }),
+        }
+    }
+
+    fn keep_extra_connection(&mut self, leader: i32, slot: usize, conn: KafkaConnection) {
+        if !conn.is_broken() {
+            self.extra.insert((leader, slot), conn);
+        }
+    }
+
+    fn invalidate(&mut self, leader: i32) {
+        self.cluster.invalidate(leader);
     }
 }
 

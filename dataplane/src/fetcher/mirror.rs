@@ -26,11 +26,12 @@ use kafka_protocol::messages::{
 use kafka_protocol::ResponseError;
 
 use super::engine::{
-    self, FetchError, LeaderEndpoint, OutOfRange, PartitionError, PartitionFetchState, Truncation,
+    self, FetchError, LeaderDirectory, LeaderEndpoint, OutOfRange, PartitionError,
+    PartitionFetchState, SourceDirectory, Truncation,
 };
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
-use crate::client::cluster::{ClusterMetadata, SourceCluster};
-use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
+use crate::client::cluster::ClusterMetadata;
+use crate::client::{ClientError, ConnectionConfig};
 use crate::controller::{AdminRequest, AdminResponse};
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
@@ -227,11 +228,8 @@ impl MirrorFetcher {
         );
         connection.response_bytes_max =
             (self.config.fetch_response_max_bytes as usize).saturating_mul(2) + (1 << 20);
-        let extra_config = connection.clone();
-        // Connections beyond the pooled one, per (source broker, slot).
-        let mut extra: HashMap<(i32, usize), KafkaConnection> = HashMap::new();
-        let mut cluster = match SourceCluster::new(&self.config.bootstrap_servers, connection) {
-            Ok(c) => c,
+        let directory = match SourceDirectory::new(&self.config.bootstrap_servers, connection) {
+            Ok(d) => d,
             Err(e) => {
                 for tp in self.partitions() {
                     self.fail(
@@ -246,6 +244,11 @@ impl MirrorFetcher {
                 return;
             }
         };
+        self.run_with(ctx, directory).await;
+    }
+
+    /// The fetch loop, against any [`LeaderDirectory`].
+    async fn run_with<D: LeaderDirectory>(self: Rc<Self>, ctx: Rc<ShardCtx>, mut cluster: D) {
         let mut metadata: Option<ClusterMetadata> = None;
         // Fetched record sets whose appends run alongside the next round's Fetches.
         let mut pending: Vec<Fetched> = Vec::new();
@@ -287,7 +290,7 @@ impl MirrorFetcher {
                     .collect::<BTreeSet<_>>()
                     .into_iter()
                     .collect();
-                match cluster.metadata(Some(&topics)).await {
+                match cluster.metadata(&topics).await {
                     Ok(m) => {
                         if let Some(e) = self.check_cluster_id(&m) {
                             for (tp, _) in &ready {
@@ -397,17 +400,9 @@ impl MirrorFetcher {
                 for (i, tp) in fetching.into_iter().enumerate() {
                     groups[i % slots].push(tp);
                 }
-                let mut extras: Vec<(usize, KafkaConnection)> = Vec::new();
+                let mut extras: Vec<(usize, D::Leader)> = Vec::new();
                 for (slot, group) in groups.iter().enumerate().skip(1) {
-                    let existing = extra.remove(&(leader, slot)).filter(|c| !c.is_broken());
-                    let made = match existing {
-                        Some(c) => Ok(c),
-                        None => match meta.brokers.get(&leader) {
-                            Some(addr) => KafkaConnection::connect_with(addr, &extra_config).await,
-                            None => Err(ClientError::UnknownBroker { broker_id: leader }),
-                        },
-                    };
-                    match made {
+                    match cluster.extra_connection(leader, slot, &meta).await {
                         Ok(c) => extras.push((slot, c)),
                         Err(e) => {
                             for tp in group {
@@ -419,6 +414,21 @@ impl MirrorFetcher {
                         }
                     }
                 }
+                // The pooled connection again (the extra ones needed the directory).
+                let conn = match cluster.connection(leader).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        for tp in groups.iter().flatten() {
+                            self.backoff(tp, format!("connecting to source broker {leader}: {e}"));
+                        }
+                        for (slot, c) in extras {
+                            cluster.keep_extra_connection(leader, slot, c);
+                        }
+                        cluster.invalidate(leader);
+                        metadata = None;
+                        continue;
+                    }
+                };
                 // The pipeline: this round's Fetches go out while the previous round's
                 // appends run; positions come from the previous responses.
                 let mut outcomes = Vec::with_capacity(slots);
@@ -445,7 +455,7 @@ impl MirrorFetcher {
                             pending.extend(outcome.fetched);
                             // The previous appends are done: out-of-range resets and the
                             // lag probe may use the log and this slot's connection now.
-                            let c: &mut KafkaConnection = if *slot == 0 {
+                            let c: &mut D::Leader = if *slot == 0 {
                                 &mut *conn
                             } else {
                                 match extras.iter_mut().find(|(s, _)| s == slot) {
@@ -476,9 +486,7 @@ impl MirrorFetcher {
                     }
                 }
                 for (slot, c) in extras {
-                    if !c.is_broken() {
-                        extra.insert((leader, slot), c);
-                    }
+                    cluster.keep_extra_connection(leader, slot, c);
                 }
                 if broken {
                     cluster.invalidate(leader);

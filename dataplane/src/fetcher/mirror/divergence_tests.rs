@@ -60,6 +60,10 @@ impl LeaderEndpoint for FakeLeader {
         Some(max)
     }
 
+    fn is_broken(&self) -> bool {
+        false
+    }
+
     async fn fetch(
         &mut self,
         _request: &FetchRequest,
@@ -336,5 +340,246 @@ fn a_diverging_epoch_answer_cuts_where_the_leaders_history_ends() {
             (0, 50),
             "cut at the batch holding 70"
         );
+    });
+}
+
+/// The last offset of a batch that starts at `base`.
+fn last_offset(base: i64, batch: &bytes::Bytes) -> i64 {
+    let delta =
+        crate::wire::RecordBatch::parse(batch.clone(), 0).map_or(0, |b| b.last_offset_delta());
+    base + i64::from(delta)
+}
+
+/// A source partition in memory: whole batches (base offset, epoch, bytes).
+#[derive(Debug, Default)]
+struct SourceLog {
+    batches: Vec<(i64, i32, bytes::Bytes)>,
+}
+
+impl SourceLog {
+    fn push(&mut self, base: i64, epoch: i32, records: i32) {
+        let batch = BatchBuilder {
+            base_offset: Offset(base),
+            partition_leader_epoch: LeaderEpoch(epoch),
+            last_offset_delta: records - 1,
+            record_count: records,
+            ..BatchBuilder::default()
+        }
+        .build(&[9u8; 40]);
+        self.batches.push((base, epoch, batch));
+    }
+
+    fn end(&self) -> i64 {
+        self.batches
+            .last()
+            .map_or(0, |(base, _, b)| last_offset(*base, b) + 1)
+    }
+
+    /// (epoch, start offset) entries, Kafka's leader-epoch cache.
+    fn epochs(&self) -> Vec<(i32, i64)> {
+        let mut out: Vec<(i32, i64)> = Vec::new();
+        for (base, epoch, _) in &self.batches {
+            if out.last().is_none_or(|(e, _)| e != epoch) {
+                out.push((*epoch, *base));
+            }
+        }
+        out
+    }
+}
+
+/// The in-memory source as a leader directory with one broker (id 1) whose connection
+/// serves Fetch like Twinlog's handler does: DivergingEpoch for a `LastFetchedEpoch`
+/// whose history ended earlier here.
+struct SourceDir {
+    conn: SourceConn,
+}
+
+impl LeaderDirectory for SourceDir {
+    type Leader = SourceConn;
+
+    async fn metadata(&mut self, _topics: &[String]) -> Result<ClusterMetadata, ClientError> {
+        let epochs = self.conn.log.borrow().epochs();
+        Ok(meta(epochs.last().map_or(0, |(e, _)| *e)))
+    }
+
+    async fn connection(&mut self, _leader: i32) -> Result<&mut SourceConn, ClientError> {
+        Ok(&mut self.conn)
+    }
+
+    async fn extra_connection(
+        &mut self,
+        leader: i32,
+        _slot: usize,
+        _meta: &ClusterMetadata,
+    ) -> Result<SourceConn, ClientError> {
+        Err(ClientError::UnknownBroker { broker_id: leader })
+    }
+
+    fn keep_extra_connection(&mut self, _leader: i32, _slot: usize, _conn: SourceConn) {}
+
+    fn invalidate(&mut self, _leader: i32) {}
+}
+
+struct SourceConn {
+    log: Rc<std::cell::RefCell<SourceLog>>,
+}
+
+impl SourceConn {
+    fn leader(&self) -> FakeLeader {
+        let log = self.log.borrow();
+        FakeLeader {
+            epochs: log.epochs(),
+            log_start: 0,
+            log_end: log.end(),
+            answers_epochs: true,
+            asked: Vec::new(),
+        }
+    }
+}
+
+impl LeaderEndpoint for SourceConn {
+    fn pick_version(&self, _api_key: i16, _min: i16, max: i16) -> Option<i16> {
+        Some(max.min(12))
+    }
+
+    fn is_broken(&self) -> bool {
+        false
+    }
+
+    async fn fetch(
+        &mut self,
+        request: &FetchRequest,
+        _version: i16,
+    ) -> Result<FetchResponse, ClientError> {
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        // A long poll, short: lets the rest of the shard run.
+        glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
+        let leader = self.leader();
+        let log = self.log.borrow();
+        let mut topics = Vec::new();
+        for t in &request.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let mut data = PartitionData::default()
+                    .with_partition_index(p.partition)
+                    .with_high_watermark(leader.log_end)
+                    .with_log_start_offset(0);
+                if p.last_fetched_epoch >= 0 {
+                    let (e, o) = leader.end_offset_for(p.last_fetched_epoch);
+                    if e < 0 || o < 0 {
+                        partitions.push(data.with_error_code(1));
+                        continue;
+                    }
+                    if e < p.last_fetched_epoch || o < p.fetch_offset {
+                        data.diverging_epoch =
+                            data.diverging_epoch.with_epoch(e).with_end_offset(o);
+                        partitions.push(data);
+                        continue;
+                    }
+                }
+                if p.fetch_offset > leader.log_end {
+                    partitions.push(data.with_error_code(1));
+                    continue;
+                }
+                let mut records = Vec::new();
+                for (base, _, b) in &log.batches {
+                    if last_offset(*base, b) >= p.fetch_offset {
+                        records.extend_from_slice(b);
+                    }
+                }
+                partitions.push(data.with_records(Some(records.into())));
+            }
+            topics.push(
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        Ok(FetchResponse::default().with_responses(topics))
+    }
+
+    async fn offsets_for_leader_epoch(
+        &mut self,
+        request: &OffsetForLeaderEpochRequest,
+        version: i16,
+    ) -> Result<OffsetForLeaderEpochResponse, ClientError> {
+        self.leader()
+            .offsets_for_leader_epoch(request, version)
+            .await
+    }
+
+    async fn list_offsets(
+        &mut self,
+        request: &ListOffsetsRequest,
+        version: i16,
+    ) -> Result<ListOffsetsResponse, ClientError> {
+        self.leader().list_offsets(request, version).await
+    }
+}
+
+/// The destination's batches as (base offset, epoch, bytes).
+async fn local_batches(ctx: &ShardCtx) -> Vec<(i64, i32, bytes::Bytes)> {
+    let p = ctx.partition(&tp()).expect("open");
+    let log = p.read().await.expect("reader");
+    let mut out = Vec::new();
+    log.for_each_batch(log.log_start_offset(), |b| {
+        out.push((
+            b.base_offset().0,
+            b.partition_leader_epoch().0,
+            b.as_bytes().clone(),
+        ))
+    })
+    .await
+    .expect("read");
+    out
+}
+
+/// Waits (on the executor) until the local log ends at `end`.
+async fn until_local_end(ctx: &ShardCtx, end: i64) {
+    for _ in 0..400 {
+        if log_range(ctx).await.1 == end {
+            return;
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("local log end {:?}, wanted {end}", log_range(ctx).await);
+}
+
+#[test]
+fn the_fetch_loop_copies_then_follows_a_source_that_rewrote_its_tail() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[]).await;
+        let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
+        source.borrow_mut().push(0, 0, 10);
+        source.borrow_mut().push(10, 0, 10);
+        let f = Rc::new(fetcher());
+        let directory = SourceDir {
+            conn: SourceConn {
+                log: Rc::clone(&source),
+            },
+        };
+        let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(&ctx), directory));
+        until_local_end(&ctx, 20).await;
+        // The source loses its tail (an unclean election) and writes on at epoch 2; the
+        // copy already holds the lost batch. Only the epochs tell.
+        {
+            let mut log = source.borrow_mut();
+            log.batches.pop();
+            log.push(10, 2, 15);
+        }
+        until_local_end(&ctx, 25).await;
+        let expected = source.borrow().batches.clone();
+        assert_eq!(
+            local_batches(&ctx).await,
+            expected,
+            "byte-identical to the source"
+        );
+        let cut = f
+            .with_state(&tp(), |s| s.status.truncated_records)
+            .expect("partition");
+        assert_eq!(cut, 10, "the lost batch was cut");
+        f.shutdown();
+        task.await;
     });
 }

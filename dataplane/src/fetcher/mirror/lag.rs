@@ -12,7 +12,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{ApiKey, BrokerId, ListOffsetsRequest};
 
 use super::MirrorFetcher;
-use crate::client::KafkaConnection;
+use crate::fetcher::engine::LeaderEndpoint;
 use crate::shard::ShardCtx;
 use crate::types::{Offset, TopicPartition};
 
@@ -30,7 +30,7 @@ impl MirrorFetcher {
     pub(super) async fn probe_lag(
         &self,
         ctx: &Rc<ShardCtx>,
-        conn: &mut KafkaConnection,
+        conn: &mut impl LeaderEndpoint,
         tps: &[TopicPartition],
     ) {
         let now = Instant::now();
@@ -81,7 +81,7 @@ impl MirrorFetcher {
                     })
                     .collect(),
             );
-        let response = match conn.send(&request, version).await {
+        let response = match conn.list_offsets(&request, version).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(mirror = %self.config.mirror, error = %e, "lag probe (ListOffsets MAX_TIMESTAMP) failed");
