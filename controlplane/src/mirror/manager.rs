@@ -45,8 +45,9 @@ const ACTIONS_IN_FLIGHT_MAX: usize = 256;
 /// A mirror partition as the manager tracks it between ticks.
 #[derive(Debug, Clone, Default)]
 struct PartitionRuntime {
-    /// An action for it is running.
-    busy: bool,
+    /// An action for it is running: the claim of the task that runs it (a task that
+    /// ends releases only its own claim, never a newer one's).
+    busy: Option<u64>,
     /// FAILED (or a failed STOPPING): retry not before this, while the stored state
     /// still has this state epoch (an operator's `mirror recover` writes a new one).
     retry_at: Option<(Instant, i32)>,
@@ -64,6 +65,8 @@ pub struct MirrorManager {
     partitions: RefCell<HashMap<Key, PartitionRuntime>>,
     in_flight: Rc<glommio::sync::Semaphore>,
     wake: event_listener::Event,
+    /// Source of the claims of running actions ([`PartitionRuntime::busy`]).
+    claims: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for MirrorManager {
@@ -114,6 +117,7 @@ impl MirrorManager {
             partitions: RefCell::new(HashMap::new()),
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
+            claims: std::cell::Cell::new(0),
         })
     }
 
@@ -269,7 +273,7 @@ impl MirrorManager {
                     .entry(key.clone())
                     .or_default()
                     .clone();
-                if runtime.busy {
+                if runtime.busy.is_some() {
                     continue;
                 }
                 if !self
@@ -314,7 +318,7 @@ impl MirrorManager {
                         ));
                     }
                     action => {
-                        self.set_busy(&key, true);
+                        let claim = self.claim(&key);
                         let me = Rc::clone(self);
                         let image = Arc::clone(&image);
                         let topic = Arc::clone(topic);
@@ -325,9 +329,9 @@ impl MirrorManager {
                             let _permit = permit.acquire_permit(1).await;
                             me.act(action, &image, &topic, &mirror, partition, entry)
                                 .await;
-                            me.set_busy(
+                            me.release(
                                 &(mirror, TopicPartition::new(topic.name.as_str(), partition)),
-                                false,
+                                claim,
                             );
                         })
                         .detach();
@@ -336,20 +340,19 @@ impl MirrorManager {
             }
         }
         for (mirror, parts) in preparing {
+            let claim = self.next_claim();
             for (topic, p, _) in &parts {
-                self.set_busy(
-                    &(mirror.clone(), TopicPartition::new(topic.name.as_str(), *p)),
-                    true,
-                );
+                let key = (mirror.clone(), TopicPartition::new(topic.name.as_str(), *p));
+                self.partitions.borrow_mut().entry(key).or_default().busy = Some(claim);
             }
             let me = Rc::clone(self);
             let image = Arc::clone(&image);
             glommio::spawn_local(async move {
-                me.prepare(&image, &mirror, &parts).await;
+                me.prepare(&image, &mirror, &parts, claim).await;
                 for (topic, p, _) in &parts {
-                    me.set_busy(
+                    me.release(
                         &(mirror.clone(), TopicPartition::new(topic.name.as_str(), *p)),
-                        false,
+                        claim,
                     );
                 }
             })
@@ -357,12 +360,30 @@ impl MirrorManager {
         }
     }
 
-    fn set_busy(&self, key: &Key, busy: bool) {
+    fn next_claim(&self) -> u64 {
+        let c = self.claims.get() + 1;
+        self.claims.set(c);
+        c
+    }
+
+    /// Marks `key` busy for a new task; returns that task's claim.
+    fn claim(&self, key: &Key) -> u64 {
+        let claim = self.next_claim();
         self.partitions
             .borrow_mut()
             .entry(key.clone())
             .or_default()
-            .busy = busy;
+            .busy = Some(claim);
+        claim
+    }
+
+    /// The task holding `claim` is done with `key`.
+    fn release(&self, key: &Key, claim: u64) {
+        if let Some(rt) = self.partitions.borrow_mut().get_mut(key) {
+            if rt.busy == Some(claim) {
+                rt.busy = None;
+            }
+        }
     }
 
     /// Tombstones the `__mirror_state` keys of mirrors that no longer exist. Which
@@ -749,6 +770,7 @@ impl MirrorManager {
         image: &Arc<MetadataImage>,
         mirror: &str,
         parts: &[(Arc<TopicImage>, i32, MirrorStateEntry)],
+        claim: u64,
     ) {
         let mut started = Vec::with_capacity(parts.len());
         for (topic, p, entry) in parts {
@@ -799,6 +821,17 @@ impl MirrorManager {
                     )
                     .await;
                 }
+            }
+        }
+        // Partitions that could not start (a log not open yet, a failed write) are free
+        // for the next tick at once, not only when this group's look-up is over.
+        for (topic, p, _) in parts {
+            if !started.iter().any(|(t, q)| t.name == topic.name && q == p) {
+                let key = (
+                    mirror.to_string(),
+                    TopicPartition::new(topic.name.as_str(), *p),
+                );
+                self.release(&key, claim);
             }
         }
         if started.is_empty() {
