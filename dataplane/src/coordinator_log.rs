@@ -1,9 +1,10 @@
-//! The log side every coordinator shares — groups (`__consumer_offsets`), transactions
+//! The runtime pieces every coordinator shares — groups (`__consumer_offsets`), transactions
 //! (`__transaction_state`) and mirror states (`__mirror_state`), Kafka's
 //! `CoordinatorRuntime` in this codebase: replay an internal-topic partition into
 //! entries at load, and append a coordinator's records as one batch at the partition's
-//! leader epoch. The coordinators themselves stay pure state machines; this is the I/O
-//! they had each written again.
+//! leader epoch; and the per-shard set of loaded coordinators with the permit that runs
+//! their calls, appends and loads one at a time ([`CoordinatorSet`]). The coordinators
+//! themselves stay pure state machines; this is what they had each written again.
 
 use bytes::Bytes;
 
@@ -14,6 +15,52 @@ use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
 use crate::wire::batch::{BatchBuilder, Compression};
 use crate::wire::records::{decode_records, encode_record};
 use crate::wire::ControlType;
+
+/// The coordinators of the internal-topic partitions one shard has loaded, by
+/// partition, and the permit that serializes their calls with the appends of their
+/// records (and loads), so records reach the log in the order the state machines made
+/// them.
+#[derive(Debug)]
+pub struct CoordinatorSet<C> {
+    coordinators: std::cell::RefCell<std::collections::HashMap<i32, C>>,
+    permit: glommio::sync::Semaphore,
+}
+
+impl<C> Default for CoordinatorSet<C> {
+    fn default() -> Self {
+        CoordinatorSet {
+            coordinators: std::cell::RefCell::new(std::collections::HashMap::new()),
+            permit: glommio::sync::Semaphore::new(1),
+        }
+    }
+}
+
+impl<C> CoordinatorSet<C> {
+    pub fn is_loaded(&self, partition: i32) -> bool {
+        self.coordinators.borrow().contains_key(&partition)
+    }
+
+    /// The partitions loaded here.
+    pub fn partitions(&self) -> Vec<i32> {
+        self.coordinators.borrow().keys().copied().collect()
+    }
+
+    pub fn borrow(&self) -> std::cell::Ref<'_, std::collections::HashMap<i32, C>> {
+        self.coordinators.borrow()
+    }
+
+    pub fn borrow_mut(&self) -> std::cell::RefMut<'_, std::collections::HashMap<i32, C>> {
+        self.coordinators.borrow_mut()
+    }
+
+    /// The permit; `Err`: COORDINATOR_NOT_AVAILABLE (the shard is closing).
+    pub async fn permit(&self) -> Result<glommio::sync::Permit<'_>, i16> {
+        self.permit
+            .acquire_permit(1)
+            .await
+            .map_err(|_| kafka_protocol::ResponseError::CoordinatorNotAvailable.code())
+    }
+}
 
 /// One entry of an internal-topic partition, as a coordinator replays it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use kafka_protocol::ResponseError;
 
 use super::messages::*;
 use super::{GroupConfig, GroupCoordinator};
-use crate::coordinator_log::{self, CoordinatorLogError, LogEntry};
+use crate::coordinator_log::{self, CoordinatorLogError, CoordinatorSet, LogEntry};
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::TopicPartition;
 
@@ -38,13 +38,11 @@ enum Waiter {
 /// One shard's group coordinators.
 pub struct GroupRuntime {
     config: GroupConfig,
-    coordinators: RefCell<HashMap<i32, GroupCoordinator>>,
+    coordinators: CoordinatorSet<GroupCoordinator>,
     waiters: RefCell<HashMap<WaiterId, Waiter>>,
     next_waiter: Cell<WaiterId>,
     /// Set at shutdown: parked responses were answered and new calls are refused.
     closing: Cell<bool>,
-    /// Serializes coordinator calls with the appends of their records (and loads).
-    permit: glommio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for GroupRuntime {
@@ -68,11 +66,10 @@ impl GroupRuntime {
     pub fn new(config: GroupConfig) -> Rc<GroupRuntime> {
         Rc::new(GroupRuntime {
             config,
-            coordinators: RefCell::new(HashMap::new()),
+            coordinators: CoordinatorSet::default(),
             waiters: RefCell::new(HashMap::new()),
             next_waiter: Cell::new(1),
             closing: Cell::new(false),
-            permit: glommio::sync::Semaphore::new(1),
         })
     }
 
@@ -111,19 +108,15 @@ impl GroupRuntime {
     /// Loads the coordinator of offsets partition `partition` from its log unless it is
     /// loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        if self.coordinators.borrow().contains_key(&partition) {
+        if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
-        let _permit = self
-            .permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| coordinator_not_available())?;
+        let _permit = self.coordinators.permit().await?;
         self.load_locked(ctx, partition).await
     }
 
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        if self.coordinators.borrow().contains_key(&partition) {
+        if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
         let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
@@ -178,11 +171,7 @@ impl GroupRuntime {
         if self.closing.get() {
             return Err(ResponseError::NotCoordinator.code());
         }
-        let _permit = self
-            .permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| coordinator_not_available())?;
+        let _permit = self.coordinators.permit().await?;
         self.load_locked(ctx, partition).await?;
         let (out, effects) = {
             let mut all = self.coordinators.borrow_mut();
@@ -211,7 +200,7 @@ impl GroupRuntime {
 
     /// The offsets partitions loaded here.
     pub fn loaded_partitions(&self) -> Vec<i32> {
-        self.coordinators.borrow().keys().copied().collect()
+        self.coordinators.partitions()
     }
 
     async fn append(&self, ctx: &Rc<ShardCtx>, records: &[CoordinatorRecord]) -> Result<(), i16> {

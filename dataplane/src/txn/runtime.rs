@@ -9,8 +9,8 @@
 //! permit, so records reach the log in the order the state machine produced them. A
 //! request that ends a transaction is answered once its markers are written.
 
-use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::cell::Cell;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
@@ -24,7 +24,7 @@ use super::{
     TRANSACTION_STATE_TOPIC,
 };
 use crate::api::errors::log_error_code;
-use crate::coordinator_log::{self, CoordinatorLogError, LogEntry};
+use crate::coordinator_log::{self, CoordinatorLogError, CoordinatorSet, LogEntry};
 use crate::group::runtime::OFFSETS_TOPIC;
 use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx};
@@ -83,11 +83,9 @@ impl ProducerIdAllocator for OneProducerId {
 /// One shard's transaction coordinators.
 pub struct TxnRuntime {
     config: TxnRuntimeConfig,
-    coordinators: RefCell<HashMap<i32, TransactionCoordinator>>,
+    coordinators: CoordinatorSet<TransactionCoordinator>,
     /// Set at shutdown: new calls are refused.
     closing: Cell<bool>,
-    /// Serializes coordinator calls with their appends and markers (and loads).
-    permit: glommio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for TxnRuntime {
@@ -125,9 +123,8 @@ impl TxnRuntime {
     pub fn new(config: TxnRuntimeConfig) -> Rc<TxnRuntime> {
         Rc::new(TxnRuntime {
             config,
-            coordinators: RefCell::new(HashMap::new()),
+            coordinators: CoordinatorSet::default(),
             closing: Cell::new(false),
-            permit: glommio::sync::Semaphore::new(1),
         })
     }
 
@@ -142,24 +139,20 @@ impl TxnRuntime {
 
     /// The partitions loaded here.
     pub fn loaded_partitions(&self) -> Vec<i32> {
-        self.coordinators.borrow().keys().copied().collect()
+        self.coordinators.partitions()
     }
 
     /// Loads the coordinator of `partition` unless it is loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        if self.coordinators.borrow().contains_key(&partition) {
+        if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
-        let _permit = self
-            .permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| coordinator_not_available())?;
+        let _permit = self.coordinators.permit().await?;
         self.load_locked(ctx, partition).await
     }
 
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        if self.coordinators.borrow().contains_key(&partition) {
+        if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
@@ -217,11 +210,7 @@ impl TxnRuntime {
         if self.closing.get() {
             return Err(ResponseError::NotCoordinator.code());
         }
-        let _permit = self
-            .permit
-            .acquire_permit(1)
-            .await
-            .map_err(|_| coordinator_not_available())?;
+        let _permit = self.coordinators.permit().await?;
         self.load_locked(ctx, partition).await?;
         let step = {
             let mut all = self.coordinators.borrow_mut();
@@ -311,7 +300,7 @@ impl TxnRuntime {
     /// Aborts timed-out transactions and resends unwritten markers of every loaded
     /// coordinator.
     async fn cleanup(&self, ctx: &Rc<ShardCtx>) {
-        let Ok(_permit) = self.permit.acquire_permit(1).await else {
+        let Ok(_permit) = self.coordinators.permit().await else {
             return;
         };
         let partitions = self.loaded_partitions();
