@@ -154,6 +154,22 @@ impl MetadataCell {
     }
 }
 
+/// A mirror config's comma-separated regex list (`topics.include`, `groups.exclude`,
+/// ...) as one anchored pattern, `^(?:(?:p1)|(?:p2)|...)$`; `None` for an empty list
+/// (matches nothing).
+pub fn pattern_list(list: &str) -> Result<Option<regex::Regex>, regex::Error> {
+    let parts: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| format!("(?:{p})"))
+        .collect();
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    regex::Regex::new(&format!("^(?:{})$", parts.join("|"))).map(Some)
+}
+
 /// Default placement of a partition on a shard: FNV-1a over topic and partition, stable
 /// across restarts and processes. The controller records the result in the image.
 pub fn default_shard(topic: &str, partition: i32, shards: usize) -> usize {

@@ -447,7 +447,7 @@ impl MirrorManager {
                     .map(|p| TopicPartition::new(t.name.as_str(), p.partition))
             })
             .collect();
-        self.observations(image, &tps)
+        self.observations(image, &tps, false)
             .await
             .into_iter()
             .map(|(tp, o)| {
@@ -466,6 +466,7 @@ impl MirrorManager {
         &self,
         image: &MetadataImage,
         tps: &[TopicPartition],
+        log_ends: bool,
     ) -> HashMap<TopicPartition, MirrorObservation> {
         let mut by_shard: BTreeMap<usize, Vec<TopicPartition>> = BTreeMap::new();
         for tp in tps {
@@ -477,7 +478,13 @@ impl MirrorManager {
         for (shard, tps) in by_shard {
             match self
                 .router
-                .request(shard, ShardRequest::ObserveMirrorPartitions(tps))
+                .request(
+                    shard,
+                    ShardRequest::ObserveMirrorPartitions {
+                        partitions: tps,
+                        log_ends,
+                    },
+                )
                 .await
             {
                 Ok(ShardReply::Observed(rows)) => {
@@ -1459,7 +1466,7 @@ impl MirrorManager {
         image: &MetadataImage,
         tps: &[TopicPartition],
     ) -> HashMap<TopicPartition, (i64, i64, Option<String>, i64, i64)> {
-        self.observations(image, tps)
+        self.observations(image, tps, true)
             .await
             .into_iter()
             .map(|(tp, o)| {

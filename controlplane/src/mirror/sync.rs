@@ -54,7 +54,7 @@ use dataplane::client::{
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
 use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
 use dataplane::log::loader::format_topic_id;
-use dataplane::metadata::{MetadataCell, MetadataImage, MirrorImage, TopicImage};
+use dataplane::metadata::{pattern_list, MetadataCell, MetadataImage, MirrorImage, TopicImage};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     keys, AddTopicsToMirrorRequest, DesiredMirrorState, MirrorRequest, MirrorResponse,
@@ -176,7 +176,7 @@ impl GroupFilter {
     pub fn from_configs(configs: &BTreeMap<String, String>) -> Result<Self, String> {
         let list = |key: &str, default: &str| {
             let value = configs.get(key).map_or(default, String::as_str);
-            regex_list(value).map_err(|e| format!("mirror config {key}: {e}"))
+            pattern_list(value).map_err(|e| format!("mirror config {key}: {e}"))
         };
         Ok(GroupFilter {
             include: list("groups.include", ".*")?,
@@ -190,20 +190,6 @@ impl GroupFilter {
     }
 }
 
-/// `p1,p2,...` as `^(?:(?:p1)|(?:p2)|...)$`; `None` for an empty list (matches nothing).
-fn regex_list(list: &str) -> Result<Option<regex::Regex>, regex::Error> {
-    let parts: Vec<String> = list
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| format!("(?:{p})"))
-        .collect();
-    if parts.is_empty() {
-        return Ok(None);
-    }
-    regex::Regex::new(&format!("^(?:{})$", parts.join("|"))).map(Some)
-}
-
 /// Step 6's plan: the source topics the mirror's patterns select that have no local
 /// topic yet, in name order. No `topics.include`: none (a mirror of named topics only).
 pub fn plan_discovered_topics(
@@ -212,7 +198,7 @@ pub fn plan_discovered_topics(
     local: &MetadataImage,
 ) -> Result<Vec<String>, String> {
     let list = |key: &str| {
-        regex_list(mirror_configs.get(key).map_or("", String::as_str))
+        pattern_list(mirror_configs.get(key).map_or("", String::as_str))
             .map_err(|e| format!("mirror config {key}: {e}"))
     };
     let Some(include) = list("topics.include")? else {
@@ -240,7 +226,7 @@ pub fn plan_excluded_topics(
     mirror_configs: &BTreeMap<String, String>,
     local: &MetadataImage,
 ) -> Result<Vec<String>, String> {
-    let Some(exclude) = regex_list(
+    let Some(exclude) = pattern_list(
         mirror_configs
             .get("topics.exclude")
             .map_or("", String::as_str),

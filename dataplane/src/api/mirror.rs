@@ -306,17 +306,10 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
     };
     // A topic the mirror excludes (`topics.exclude`) would be removed again by its next
     // metadata sync (exclusion is enforced): refuse it here instead.
-    let mirror_excludes: Vec<regex::Regex> = mirror
+    let mirror_excludes = mirror
         .configs
         .get("topics.exclude")
-        .map(|v| {
-            v.split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
-                .collect()
-        })
-        .unwrap_or_default();
+        .and_then(|v| crate::metadata::pattern_list(v).ok().flatten());
     let mut per_topic_errors: BTreeMap<String, AdminResult> = BTreeMap::new();
     for w in &wanted {
         if let Some(x) = mirror_excludes.iter().find(|x| x.is_match(&w.name)) {
@@ -336,8 +329,7 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
     }
     // Topic ids and partition counts come from the source, and the source and loop
     // checks run even when the request brings ids and counts (audit, smaller items).
-    let needs_source = true;
-    if needs_source {
+    {
         let mut source = match SourceCluster::new(
             mirror.bootstrap_servers(),
             source_connection_config(&mirror.configs, &mirror.name),

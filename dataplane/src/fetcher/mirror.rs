@@ -694,21 +694,9 @@ impl MirrorFetcher {
         epoch: i32,
         end: i64,
     ) -> Result<(), String> {
-        let partition = ctx
-            .partition(tp)
-            .ok_or_else(|| format!("partition {tp} is not open"))?;
-        let mut log = partition
-            .write()
-            .await
-            .map_err(|_| format!("partition {tp} is closed"))?;
-        if !self.contains(tp) {
-            return Ok(());
-        }
-        let (e, o) = log.end_offset_for_epoch(LeaderEpoch(epoch));
-        let local_end = log.log_end_offset().0;
-        let truncation = engine::truncation_target(epoch, end, (e.0, o.0), local_end);
-        self.cut_log(&mut log, tp, truncation, epoch).await?;
-        drop(log);
+        // The same rule as an OffsetsForLeaderEpoch answer; an intermediate cut is
+        // refined by the next Fetch, which carries the new latest epoch.
+        self.truncate_to_source(ctx, tp, epoch, end, -1).await?;
         self.forget_position(tp);
         Ok(())
     }

@@ -32,8 +32,13 @@ pub enum ShardRequest {
     },
     /// Where the shard's fetchers report partition failures (once, at start-up).
     SetMirrorEvents(async_channel::Sender<fetcher::MirrorEvent>),
-    /// What the shard does for these mirror partitions: gate state, fetcher, progress.
-    ObserveMirrorPartitions(Vec<TopicPartition>),
+    /// What the shard does for these mirror partitions: gate state, fetcher, progress;
+    /// with `log_ends`, also each local log end (a read of the log: DescribeMirrors
+    /// wants it, the reconciler's tick does not).
+    ObserveMirrorPartitions {
+        partitions: Vec<TopicPartition>,
+        log_ends: bool,
+    },
     /// Set the read-only gate; any state but MIRRORING also removes the fetcher.
     SetMirrorState {
         tp: TopicPartition,
@@ -76,7 +81,7 @@ pub struct MirrorObservation {
     /// The fetcher that holds it: its config and whether it fetched cleanly since.
     pub fetching: Option<(MirrorFetchConfig, bool)>,
     pub status: Option<MirrorPartitionStatus>,
-    /// The local log end offset (-1: not open).
+    /// The local log end offset (-1: not open, or not asked for).
     pub log_end_offset: i64,
 }
 
@@ -207,10 +212,13 @@ pub async fn serve(
             ctx.mirror_fetchers.set_events(sender);
             Ok(ShardReply::Done)
         }
-        R::ObserveMirrorPartitions(tps) => {
-            let mut out = Vec::with_capacity(tps.len());
-            for tp in tps {
-                let log_end_offset = match ctx.partition(&tp) {
+        R::ObserveMirrorPartitions {
+            partitions,
+            log_ends,
+        } => {
+            let mut out = Vec::with_capacity(partitions.len());
+            for tp in partitions {
+                let log_end_offset = match ctx.partition(&tp).filter(|_| log_ends) {
                     Some(p) => match p.read().await {
                         Ok(log) => log.log_end_offset().0,
                         Err(_) => -1,

@@ -35,6 +35,16 @@ struct FakeLeader {
 }
 
 impl FakeLeader {
+    fn new(epochs: Vec<(i32, i64)>, log_start: i64, log_end: i64, answers_epochs: bool) -> Self {
+        FakeLeader {
+            epochs,
+            log_start,
+            log_end,
+            answers_epochs,
+            asked: Vec::new(),
+        }
+    }
+
     /// Kafka's `endOffsetFor`.
     fn end_offset_for(&self, requested: i32) -> (i32, i64) {
         match self.epochs.last() {
@@ -226,13 +236,7 @@ fn an_epoch_the_leader_never_had_is_cut_in_two_rounds() {
         // Locally: epoch 0 up to 100, then epoch 5 (an old primary's own writes).
         let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 5, 50)]).await;
         // The leader went 0 -> 3 at 100 and never had epoch 5.
-        let mut leader = FakeLeader {
-            epochs: vec![(0, 0), (3, 100)],
-            log_start: 0,
-            log_end: 200,
-            answers_epochs: true,
-            asked: Vec::new(),
-        };
+        let mut leader = FakeLeader::new(vec![(0, 0), (3, 100)], 0, 200, true);
         let f = fetcher();
         f.resolve_divergence(&ctx, &mut leader, &meta(3), &[tp()])
             .await
@@ -262,13 +266,7 @@ fn out_of_range_ahead_of_the_leader_checks_epochs_before_any_cut() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 0, 50)]).await;
         // The leader lost its tail (an unclean election): epoch 0 ends at 120 there.
-        let mut leader = FakeLeader {
-            epochs: vec![(0, 0), (1, 120)],
-            log_start: 0,
-            log_end: 130,
-            answers_epochs: true,
-            asked: Vec::new(),
-        };
+        let mut leader = FakeLeader::new(vec![(0, 0), (1, 120)], 0, 130, true);
         let f = fetcher();
         f.with_state(&tp(), |s| s.truncating = false);
         f.reset_out_of_range(&ctx, &mut leader, &tp())
@@ -290,13 +288,7 @@ fn out_of_range_without_epoch_answers_cuts_to_the_leaders_end() {
     run(|| async {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = shard_with(dir.path(), &[(0, 0, 50), (50, 0, 50), (100, 0, 50)]).await;
-        let mut leader = FakeLeader {
-            epochs: Vec::new(),
-            log_start: 0,
-            log_end: 120,
-            answers_epochs: false,
-            asked: Vec::new(),
-        };
+        let mut leader = FakeLeader::new(Vec::new(), 0, 120, false);
         let f = fetcher();
         f.reset_out_of_range(&ctx, &mut leader, &tp())
             .await
@@ -310,13 +302,7 @@ fn out_of_range_behind_the_leaders_retention_restarts_at_its_log_start() {
     run(|| async {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = shard_with(dir.path(), &[(0, 0, 50)]).await;
-        let mut leader = FakeLeader {
-            epochs: vec![(0, 80)],
-            log_start: 80,
-            log_end: 200,
-            answers_epochs: true,
-            asked: Vec::new(),
-        };
+        let mut leader = FakeLeader::new(vec![(0, 80)], 80, 200, true);
         let f = fetcher();
         f.reset_out_of_range(&ctx, &mut leader, &tp())
             .await
@@ -427,13 +413,7 @@ struct SourceConn {
 impl SourceConn {
     fn leader(&self) -> FakeLeader {
         let log = self.log.borrow();
-        FakeLeader {
-            epochs: log.epochs(),
-            log_start: 0,
-            log_end: log.end(),
-            answers_epochs: true,
-            asked: Vec::new(),
-        }
+        FakeLeader::new(log.epochs(), 0, log.end(), true)
     }
 }
 
