@@ -414,7 +414,10 @@ async fn run_shard(
         .filter(|p| p.shard == id)
     {
         let tp = p.tp.clone();
-        match ctx.open_partition(p.tp, p.topic_id, p.config).await {
+        match ctx
+            .open_partition(p.tp, p.topic_id, p.config, p.leader_epoch)
+            .await
+        {
             Ok(()) => opened += 1,
             Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
         }

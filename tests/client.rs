@@ -200,6 +200,7 @@ fn blocking_connection_creates_produces_and_fetches() {
     let v = c.pick_version(ApiKey::Fetch as i16, 4, 16).expect("Fetch");
     let resp = c.send(&fetch_request(name, id, v), v).expect("Fetch");
     check_fetched(&resp);
+    check_current_leader_epoch_fencing(&mut c, name, id);
 
     // A raw request: Metadata v12 is flexible (request header v2, response header v1),
     // the same framing as the mirror RPCs.
@@ -231,6 +232,61 @@ fn blocking_connection_creates_produces_and_fetches() {
     assert!(!c.is_broken());
     c.send(&MetadataRequest::default(), 12)
         .expect("still usable");
+}
+
+/// KIP-320: a request naming the leader epoch it believes the partition has is fenced
+/// against the partition's own (0 for a new topic) by Fetch, ListOffsets and
+/// OffsetForLeaderEpoch alike: older is FENCED_LEADER_EPOCH (74), newer
+/// UNKNOWN_LEADER_EPOCH (75), equal or -1 is served.
+fn check_current_leader_epoch_fencing(c: &mut BlockingConnection, name: &str, id: Uuid) {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{ListOffsetsRequest, OffsetForLeaderEpochRequest};
+    for (current, want) in [(-1, 0), (0, 0), (1, 75)] {
+        let mut fetch = fetch_request(name, id, 12);
+        fetch.topics[0].partitions[0].current_leader_epoch = current;
+        let resp = c.send(&fetch, 12).expect("Fetch");
+        let code = resp.responses[0].partitions[0].error_code;
+        assert_eq!(code, want, "Fetch at current epoch {current}");
+
+        let list = ListOffsetsRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(topic_name(name))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_current_leader_epoch(current)
+                    .with_timestamp(-1)])]);
+        let resp = c.send(&list, 7).expect("ListOffsets");
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(
+            p.error_code, want,
+            "ListOffsets at current epoch {current}: {p:?}"
+        );
+        if want == 0 {
+            assert_eq!((p.offset, p.leader_epoch), (RECORDS, 0));
+        }
+
+        let epochs = OffsetForLeaderEpochRequest::default()
+            .with_replica_id((-1).into())
+            .with_topics(vec![OffsetForLeaderTopic::default()
+                .with_topic(topic_name(name))
+                .with_partitions(vec![OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(current)
+                    .with_leader_epoch(0)])]);
+        let resp = c.send(&epochs, 4).expect("OffsetForLeaderEpoch");
+        let p = &resp.topics[0].partitions[0];
+        assert_eq!(
+            p.error_code, want,
+            "OffsetForLeaderEpoch at {current}: {p:?}"
+        );
+        if want == 0 {
+            assert_eq!((p.leader_epoch, p.end_offset), (0, RECORDS));
+        }
+    }
 }
 
 /// Runs `f` on a glommio executor small enough for an 8 MiB memlock limit.

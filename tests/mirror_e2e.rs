@@ -1220,6 +1220,19 @@ fn failover_with_an_open_transaction_and_the_source_down() {
         ],
     );
     assert_eq!(json_field(&out, "acked"), 1000);
+    // What B's producers write after the failover is stamped with the epoch STOPPING
+    // raised (the partition's own, as Metadata reports it), not an older one.
+    for p in t.partitions.iter().filter(|p| p.partition_index < 4) {
+        let last = read_log(&b.bootstrap(), topic, p.partition_index)
+            .last()
+            .map(|x| x.partition_leader_epoch().0);
+        assert_eq!(
+            last,
+            Some(p.leader_epoch),
+            "partition {}: new batches at the partition's epoch",
+            p.partition_index
+        );
+    }
     let seen = consume(&py, &b, topic, 4);
     assert!(
         !seen.contains("\"open\""),

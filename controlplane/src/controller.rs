@@ -11,7 +11,7 @@ use dataplane::controller::{AdminRequest, AdminResponse, AdminResult};
 use dataplane::log::LogConfig;
 use dataplane::metadata::{MetadataCell, MetadataImage};
 use dataplane::shard::{ShardRequest, ShardRouter};
-use dataplane::types::TopicPartition;
+use dataplane::types::{LeaderEpoch, TopicPartition};
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use kafka_protocol::ResponseError;
@@ -85,10 +85,12 @@ impl PartitionOps for ShardRouter {
                         ..
                     } => (
                         shard,
+                        // A partition a plan opens is new: it starts at epoch 0.
                         ShardRequest::OpenPartition {
                             tp,
                             topic_id,
                             config,
+                            leader_epoch: LeaderEpoch(0),
                         },
                     ),
                     PartitionAction::Delete { tp, shard, .. } => {
@@ -97,6 +99,18 @@ impl PartitionOps for ShardRouter {
                     PartitionAction::UpdateConfig {
                         tp, config, shard, ..
                     } => (shard, ShardRequest::UpdateConfig { tp, config }),
+                    PartitionAction::MakeLeader {
+                        tp,
+                        leader_epoch,
+                        shard,
+                        ..
+                    } => (
+                        shard,
+                        ShardRequest::MakeLeader {
+                            tp,
+                            leader_epoch: LeaderEpoch(leader_epoch),
+                        },
+                    ),
                 };
                 async move {
                     self.request(shard, request)
@@ -118,6 +132,7 @@ pub struct PartitionToOpen {
     pub topic_id: uuid::Uuid,
     pub config: LogConfig,
     pub shard: usize,
+    pub leader_epoch: LeaderEpoch,
 }
 
 /// Every partition of `image`, with the topic's effective log config and its shard, so
@@ -132,6 +147,7 @@ pub fn topics_to_open(image: &MetadataImage) -> Vec<PartitionToOpen> {
                 topic_id: topic.id,
                 config: topic.log_config.clone(),
                 shard: p.shard,
+                leader_epoch: LeaderEpoch(p.leader_epoch),
             })
         })
         .collect()
@@ -370,7 +386,8 @@ mod tests {
                     let tp = match a {
                         PartitionAction::Open { tp, .. }
                         | PartitionAction::Delete { tp, .. }
-                        | PartitionAction::UpdateConfig { tp, .. } => tp,
+                        | PartitionAction::UpdateConfig { tp, .. }
+                        | PartitionAction::MakeLeader { tp, .. } => tp,
                     };
                     if fail.contains(tp) {
                         Err(format!("disk full for {tp}"))
@@ -578,6 +595,42 @@ mod tests {
             .message
             .as_deref()
             .is_some_and(|m| m.contains("disk full")));
+    }
+
+    #[test]
+    fn a_bumped_leader_epoch_is_committed_then_handed_to_the_owning_shard() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 2);
+        create(&mut c, vec![topic("a", 2, &[])]);
+        c.ops().take();
+        let a = |p| TopicPartition::new("a", p);
+        let r = results(c.handle(&AdminRequest::BumpLeaderEpochs {
+            partitions: vec![(a(0), 4), (a(1), -1), (a(0), 6), (a(7), 0)],
+        }));
+        assert_eq!(
+            codes(&r),
+            vec![0, 0, 0, code(ResponseError::UnknownTopicOrPartition)]
+        );
+        let image = cell.load();
+        let epoch = |p: i32| image.partition(&a(p)).expect("partition").leader_epoch;
+        // a-0 above 4, then above 6; a-1 is already above -1.
+        assert_eq!((epoch(0), epoch(1)), (7, 0));
+        let made: Vec<(TopicPartition, i32, usize)> = c
+            .ops()
+            .take()
+            .into_iter()
+            .map(|action| match action {
+                PartitionAction::MakeLeader {
+                    tp,
+                    leader_epoch,
+                    shard,
+                    ..
+                } => (tp, leader_epoch, shard),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        let shard = image.partition(&a(0)).expect("partition").shard;
+        assert_eq!(made, vec![(a(0), 5, shard), (a(0), 7, shard)]);
     }
 
     #[test]

@@ -176,6 +176,13 @@ pub enum PartitionAction {
         config: LogConfig,
         shard: usize,
     },
+    /// The partition's leader epoch changed: its owner leads it at `leader_epoch` now.
+    MakeLeader {
+        result_index: usize,
+        tp: TopicPartition,
+        leader_epoch: i32,
+        shard: usize,
+    },
 }
 
 impl PartitionAction {
@@ -183,7 +190,8 @@ impl PartitionAction {
         match self {
             PartitionAction::Open { result_index, .. }
             | PartitionAction::Delete { result_index, .. }
-            | PartitionAction::UpdateConfig { result_index, .. } => *result_index,
+            | PartitionAction::UpdateConfig { result_index, .. }
+            | PartitionAction::MakeLeader { result_index, .. } => *result_index,
         }
     }
 }
@@ -945,6 +953,12 @@ impl ControllerState {
                     leader: p.leader,
                     leader_epoch: epoch,
                     shard: p.shard as u32,
+                });
+                plan.actions.push(PartitionAction::MakeLeader {
+                    result_index: results.len(),
+                    tp: tp.clone(),
+                    leader_epoch: epoch,
+                    shard: p.shard,
                 });
             }
             results.push(AdminResult::ok(label));

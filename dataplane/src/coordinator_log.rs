@@ -11,7 +11,7 @@ use bytes::Bytes;
 use crate::log::{AppendKind, LogAppendInfo, LogError};
 use crate::partition::{Partition, PartitionClosed};
 use crate::shard::{now_ms, ShardCtx};
-use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
+use crate::types::{ProducerId, TopicPartition};
 use crate::wire::batch::{BatchBuilder, Compression};
 use crate::wire::records::{decode_records, encode_record};
 use crate::wire::ControlType;
@@ -204,18 +204,18 @@ pub async fn append(
     batch: Bytes,
 ) -> Result<LogAppendInfo, CoordinatorLogError> {
     let partition = owned(ctx, tp)?;
-    let epoch = ctx
-        .metadata
-        .load()
-        .partition(tp)
-        .map_or(0, |p| p.leader_epoch);
     let mut log = partition.write().await?;
-    log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now_ms())
-        .await
-        .map_err(|e| {
-            tracing::error!(%tp, error = %e, "cannot append coordinator records");
-            CoordinatorLogError::log(tp, &e)
-        })
+    log.append_as_leader(
+        batch,
+        partition.leader_epoch(),
+        AppendKind::Coordinator,
+        now_ms(),
+    )
+    .await
+    .map_err(|e| {
+        tracing::error!(%tp, error = %e, "cannot append coordinator records");
+        CoordinatorLogError::log(tp, &e)
+    })
 }
 
 #[cfg(test)]
@@ -223,7 +223,7 @@ mod tests {
     use super::*;
     use crate::log::{LogConfig, PartitionLog};
     use crate::test_support::run_glommio as run;
-    use crate::types::ProducerEpoch;
+    use crate::types::{LeaderEpoch, ProducerEpoch};
     use crate::wire::control::build_txn_marker;
 
     #[test]
@@ -234,7 +234,7 @@ mod tests {
             let log = PartitionLog::open(dir.path(), tp.clone(), None, LogConfig::default(), 0)
                 .await
                 .expect("log opens");
-            let partition = Partition::new(tp, log);
+            let partition = Partition::new(tp, log, LeaderEpoch(0));
             {
                 let mut log = partition.write().await.expect("writer");
                 let batch = batch_of([(b"a".as_slice(), Some(b"1".as_slice())), (b"b", None)]);

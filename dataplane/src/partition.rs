@@ -22,7 +22,7 @@ use std::sync::Arc;
 use glommio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::log::PartitionLog;
-use crate::types::TopicPartition;
+use crate::types::{LeaderEpoch, TopicPartition};
 use crate::wire::mirror::MirrorPartitionState;
 
 /// The partition's lock was closed (the shard is closing it).
@@ -42,16 +42,45 @@ pub struct Partition {
     /// The read-only gate: the mirror state the control plane last set (None: never
     /// set since the log was opened).
     mirror_gate: Cell<Option<MirrorPartitionState>>,
+    /// The leader epoch this broker leads the partition at, as the controller last
+    /// committed it: every leader append is stamped with it and requests carrying a
+    /// current leader epoch are fenced against it.
+    leader_epoch: Cell<LeaderEpoch>,
 }
 
 impl Partition {
-    pub fn new(tp: TopicPartition, log: PartitionLog) -> Partition {
+    pub fn new(tp: TopicPartition, log: PartitionLog, leader_epoch: LeaderEpoch) -> Partition {
         Partition {
             tp,
             log: RwLock::new(log),
             hw_moved: Arc::new(event_listener::Event::new()),
             mirror_gate: Cell::new(None),
+            leader_epoch: Cell::new(leader_epoch),
         }
+    }
+
+    /// The leader epoch leader appends are stamped with.
+    pub fn leader_epoch(&self) -> LeaderEpoch {
+        self.leader_epoch.get()
+    }
+
+    /// Kafka's `makeLeader`: this broker leads the partition at `epoch`, the one the
+    /// controller committed. An epoch never goes back: a stale `epoch` (one that arrives
+    /// after a newer one) changes nothing. Returns whether the epoch moved.
+    pub fn make_leader(&self, epoch: LeaderEpoch) -> bool {
+        if epoch > self.leader_epoch.get() {
+            self.leader_epoch.set(epoch);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Kafka's current-leader-epoch check (KIP-320) for a request that names the epoch
+    /// it believes the leader has: -1 skips it, an older one is FENCED_LEADER_EPOCH, a
+    /// newer one UNKNOWN_LEADER_EPOCH (this broker has not caught up with it yet).
+    pub fn check_current_epoch(&self, current: i32) -> Result<(), kafka_protocol::ResponseError> {
+        crate::api::offset_for_leader_epoch::check_current_epoch(current, self.leader_epoch().0)
     }
 
     /// Sets (or clears) the read-only gate's mirror state.
@@ -167,7 +196,7 @@ mod tests {
     use super::*;
     use crate::log::LogConfig;
     use crate::test_support::run_glommio as run;
-    use crate::types::{LeaderEpoch, Offset};
+    use crate::types::Offset;
     use crate::wire::batch::BatchBuilder;
     use crate::wire::records::encode_simple_records;
 
@@ -176,7 +205,7 @@ mod tests {
         let log = PartitionLog::open(dir, tp.clone(), None, LogConfig::default(), 0)
             .await
             .expect("log opens");
-        Partition::new(tp, log)
+        Partition::new(tp, log, LeaderEpoch(0))
     }
 
     fn batch(records: i32) -> bytes::Bytes {
@@ -213,6 +242,37 @@ mod tests {
             p.set_mirror_gate(Some(MirrorPartitionState::Mirroring));
             let reason = p.read_only_reason(Some("dr")).expect("refused");
             assert!(reason.contains("mirror dr (state MIRRORING)"), "{reason}");
+        });
+    }
+
+    #[test]
+    fn leader_appends_take_the_epoch_the_controller_last_gave_and_it_never_goes_back() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let p = open(dir.path(), "e").await;
+            assert!(p.make_leader(LeaderEpoch(5)));
+            assert!(!p.make_leader(LeaderEpoch(3)), "a stale epoch is ignored");
+            assert!(!p.make_leader(LeaderEpoch(5)));
+            assert_eq!(p.leader_epoch(), LeaderEpoch(5));
+            {
+                let mut log = p.write().await.expect("writer");
+                let epoch = p.leader_epoch();
+                log.append_as_leader(batch(2), epoch, crate::log::AppendKind::Client, 0)
+                    .await
+                    .expect("append");
+                assert_eq!(log.latest_epoch(), Some(LeaderEpoch(5)));
+            }
+            // KIP-320 fencing against the partition's own epoch.
+            assert_eq!(p.check_current_epoch(-1), Ok(()));
+            assert_eq!(p.check_current_epoch(5), Ok(()));
+            assert_eq!(
+                p.check_current_epoch(4),
+                Err(kafka_protocol::ResponseError::FencedLeaderEpoch)
+            );
+            assert_eq!(
+                p.check_current_epoch(6),
+                Err(kafka_protocol::ResponseError::UnknownLeaderEpoch)
+            );
         });
     }
 

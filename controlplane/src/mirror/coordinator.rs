@@ -1693,6 +1693,7 @@ mod tests {
                     TopicPartition::new(MIRROR_STATE_TOPIC, p.partition),
                     topic.id,
                     LogConfig::default(),
+                    dataplane::types::LeaderEpoch(p.leader_epoch),
                 )
                 .await
                 .expect("open __mirror_state partition");

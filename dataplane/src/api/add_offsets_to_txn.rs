@@ -4,9 +4,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse};
 
-use crate::group::partition_for as group_partition_for;
 use crate::shard::ShardCtx;
-use crate::txn::runtime::call_txn;
+use crate::txn::runtime::{call_txn, Answer, TxnCall};
 use crate::txn::state::fenced_code_for_client;
 use crate::txn::AddOffsetsToTxnRequest as Add;
 use crate::types::{ProducerEpoch, ProducerId};
@@ -26,21 +25,11 @@ pub async fn handle(
         producer_epoch: ProducerEpoch(request.producer_epoch),
         group_id: request.group_id.0.to_string(),
     };
-    let result = call_txn(
-        ctx,
-        &transactional_id,
-        move |ctx, rt, partition| async move {
-            rt.call(&ctx, partition, |c, now| {
-                c.add_offsets_to_txn(
-                    &add,
-                    |group| group_partition_for(group, offsets_partitions),
-                    now,
-                )
-            })
-            .await
-        },
-    )
-    .await;
+    let call = TxnCall::AddOffsets {
+        add,
+        offsets_partitions,
+    };
+    let result: Result<Answer<i16>, i16> = call_txn(ctx, &transactional_id, call).await;
     let code = match result {
         Ok(answer) => answer.code(),
         Err(code) => code,

@@ -10,9 +10,8 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse};
 use kafka_protocol::ResponseError;
 
-use crate::api::produce::read_only_reason;
-use crate::shard::ShardCtx;
-use crate::txn::runtime::call_txn;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
+use crate::txn::runtime::{call_txn, Answer, TxnCall};
 use crate::txn::state::fenced_code_for_client;
 use crate::txn::AddPartitionsToTxnRequest as Add;
 use crate::types::{ProducerEpoch, ProducerId, TopicPartition};
@@ -43,13 +42,11 @@ pub async fn handle(
         if image.topic(&tp.topic).and_then(|t| t.mirror()).is_none() {
             continue;
         }
-        let owned = tp.clone();
-        let refused = ctx
-            .run_on(pim.shard, move |ctx| async move {
-                read_only_reason(&ctx, &owned).is_some()
-            })
-            .await
-            .unwrap_or(true);
+        let request = ShardRequest::ReadOnlyReason { tp: tp.clone() };
+        let refused = !matches!(
+            ctx.ask(pim.shard, request).await,
+            Ok(ShardReply::ReadOnly(None))
+        );
         if refused {
             read_only.insert(tp.clone());
         }
@@ -77,15 +74,8 @@ pub async fn handle(
             producer_epoch: ProducerEpoch(request.v3_and_below_producer_epoch),
             partitions,
         };
-        let result = call_txn(
-            ctx,
-            &transactional_id,
-            move |ctx, rt, partition| async move {
-                rt.call(&ctx, partition, |c, now| c.add_partitions_to_txn(&add, now))
-                    .await
-            },
-        )
-        .await;
+        let result: Result<Answer<i16>, i16> =
+            call_txn(ctx, &transactional_id, TxnCall::AddPartitions(add)).await;
         let code = match result {
             Ok(answer) => answer.code(),
             Err(code) => code,

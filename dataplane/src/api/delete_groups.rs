@@ -6,7 +6,7 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse, GroupId};
 
 use crate::api::str_bytes;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::shard::ShardCtx;
 
 pub async fn handle(
@@ -18,12 +18,9 @@ pub async fn handle(
     for g in request.groups_names {
         let id = g.0.to_string();
         let ids = vec![id.clone()];
-        let code = call_group(ctx, &id, move |ctx, rt, partition| async move {
-            rt.call(&ctx, partition, |c, now| c.delete_groups(&ids, now))
-                .await
-        })
-        .await
-        .map_or_else(|code| code, |r| r.first().map_or(0, |(_, code)| *code));
+        let code = call_group::<Vec<(String, i16)>>(ctx, &id, GroupCall::DeleteGroups(ids))
+            .await
+            .map_or_else(|code| code, |r| r.first().map_or(0, |(_, code)| *code));
         results.push(
             DeletableGroupResult::default()
                 .with_group_id(GroupId(str_bytes(id)))

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::{Offset, TopicPartition};
 
 /// The requested offset that means "up to the high watermark".
@@ -28,7 +28,11 @@ pub fn target_offset(requested: i64, high_watermark: Offset) -> Result<Offset, R
 }
 
 /// (error code, low watermark) for one partition, on its owner.
-pub async fn delete_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, offset: i64) -> (i16, i64) {
+pub(crate) async fn delete_on_owner(
+    ctx: &Rc<ShardCtx>,
+    tp: TopicPartition,
+    offset: i64,
+) -> (i16, i64) {
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
@@ -36,7 +40,7 @@ pub async fn delete_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, offset: i64)
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
     // Under the log lock, like a produce's (audit B-14).
-    if let Some(message) = crate::api::produce::read_only_reason(&ctx, &tp) {
+    if let Some(message) = crate::api::produce::read_only_reason(ctx, &tp) {
         tracing::info!(%tp, %message, "DeleteRecords rejected");
         return (crate::wire::mirror::errors::READ_ONLY_TOPIC, -1);
     }
@@ -73,10 +77,14 @@ pub async fn handle(
                     let (code, low) = match owner {
                         None => (ResponseError::UnknownTopicOrPartition.code(), -1),
                         Some(shard) => {
-                            let offset = p.offset;
-                            ctx.run_on(shard, move |ctx| delete_on_owner(ctx, tp, offset))
-                                .await
-                                .unwrap_or((ResponseError::NotLeaderOrFollower.code(), -1))
+                            let request = ShardRequest::DeleteRecords {
+                                tp,
+                                offset: p.offset,
+                            };
+                            match ctx.ask(shard, request).await {
+                                Ok(ShardReply::LowWatermark(code, low)) => (code, low),
+                                _ => (ResponseError::NotLeaderOrFollower.code(), -1),
+                            }
                         }
                     };
                     DeleteRecordsPartitionResult::default()

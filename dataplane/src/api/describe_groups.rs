@@ -7,7 +7,7 @@ use kafka_protocol::messages::describe_groups_response::{DescribedGroup, Describ
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse, GroupId};
 
 use crate::api::str_bytes;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::shard::ShardCtx;
 
 pub async fn handle(
@@ -19,11 +19,8 @@ pub async fn handle(
     for g in request.groups {
         let id = g.0.to_string();
         let wanted = vec![id.clone()];
-        let result = call_group(ctx, &id, move |ctx, rt, partition| async move {
-            rt.read(&ctx, partition, |c| c.describe_groups(&wanted))
-                .await
-        })
-        .await;
+        let result: Result<Vec<crate::group::DescribedGroup>, i16> =
+            call_group(ctx, &id, GroupCall::DescribeGroups(wanted)).await;
         let described = match result {
             Ok(mut v) if !v.is_empty() => {
                 let d = v.remove(0);

@@ -13,11 +13,14 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 
 use crate::api::{str_bytes, topic_name};
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::TopicPartition;
 
 /// The sizes of `tps` (all owned by this shard); partitions not open are left out.
-async fn sizes_on_shard(ctx: Rc<ShardCtx>, tps: Vec<TopicPartition>) -> Vec<(TopicPartition, i64)> {
+pub(crate) async fn sizes_on_shard(
+    ctx: &Rc<ShardCtx>,
+    tps: Vec<TopicPartition>,
+) -> Vec<(TopicPartition, i64)> {
     let mut out = Vec::with_capacity(tps.len());
     for tp in tps {
         let Some(p) = ctx.partition(&tp) else {
@@ -79,10 +82,13 @@ pub async fn handle(
     }
     let mut by_topic: BTreeMap<String, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
     for (shard, tps) in by_shard {
-        let sizes = ctx
-            .run_on(shard, move |ctx| sizes_on_shard(ctx, tps))
+        let sizes = match ctx
+            .ask(shard, ShardRequest::LogSizes { partitions: tps })
             .await
-            .unwrap_or_default();
+        {
+            Ok(ShardReply::Sizes(sizes)) => sizes,
+            _ => Vec::new(),
+        };
         for (tp, size) in sizes {
             by_topic.entry(tp.topic).or_default().push(
                 DescribeLogDirsPartition::default()

@@ -11,12 +11,12 @@ use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersRespon
 use kafka_protocol::ResponseError;
 
 use crate::api::str_bytes;
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::TopicPartition;
 
 /// The producers of one partition, on its owner.
-async fn producers_on_owner(
-    ctx: Rc<ShardCtx>,
+pub(crate) async fn producers_on_owner(
+    ctx: &Rc<ShardCtx>,
     tp: TopicPartition,
 ) -> Result<Vec<ProducerState>, i16> {
     let p = ctx
@@ -57,10 +57,13 @@ pub async fn handle(
             let tp = TopicPartition::new(name.clone(), index);
             let result = match image.partition(&tp) {
                 None => Err(ResponseError::UnknownTopicOrPartition.code()),
-                Some(pim) => ctx
-                    .run_on(pim.shard, move |ctx| producers_on_owner(ctx, tp))
+                Some(pim) => match ctx
+                    .ask(pim.shard, ShardRequest::DescribeProducers { tp })
                     .await
-                    .unwrap_or(Err(ResponseError::NotLeaderOrFollower.code())),
+                {
+                    Ok(ShardReply::Producers(producers)) => producers,
+                    _ => Err(ResponseError::NotLeaderOrFollower.code()),
+                },
             };
             let mut r = PartitionResponse::default().with_partition_index(index);
             match result {

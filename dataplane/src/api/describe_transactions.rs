@@ -12,22 +12,14 @@ use kafka_protocol::ResponseError;
 
 use crate::api::str_bytes;
 use crate::shard::ShardCtx;
-use crate::txn::runtime::{call_txn, Answer};
-use crate::txn::state::{Step, TxnDescription};
+use crate::txn::runtime::{call_txn, TxnCall};
+use crate::txn::state::TxnDescription;
 
 async fn describe_one(ctx: &Rc<ShardCtx>, id: String) -> Result<TxnDescription, i16> {
     let key = id.clone();
-    call_txn(ctx, &key, move |ctx, runtime, partition| async move {
-        match runtime
-            .call(&ctx, partition, move |c, _| Step::Reply(c.describe(&id)))
-            .await?
-        {
-            Answer::Reply(Some(d)) => Ok(d),
-            Answer::Reply(None) => Err(ResponseError::TransactionalIdNotFound.code()),
-            Answer::Completed(_) => Err(ResponseError::UnknownServerError.code()),
-        }
-    })
-    .await
+    call_txn::<Option<TxnDescription>>(ctx, &key, TxnCall::Describe(id))
+        .await?
+        .ok_or(ResponseError::TransactionalIdNotFound.code())
 }
 
 pub async fn handle(

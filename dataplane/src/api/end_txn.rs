@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse};
 
 use crate::shard::ShardCtx;
-use crate::txn::runtime::call_txn;
+use crate::txn::runtime::{call_txn, Answer, TxnCall};
 use crate::txn::state::fenced_code_for_client;
 use crate::txn::EndTxnRequest as End;
 use crate::types::{ProducerEpoch, ProducerId};
@@ -18,15 +18,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: EndTxnRequest, version: i16) ->
         producer_epoch: ProducerEpoch(request.producer_epoch),
         commit: request.committed,
     };
-    let result = call_txn(
-        ctx,
-        &transactional_id,
-        move |ctx, rt, partition| async move {
-            rt.call(&ctx, partition, |c, now| c.end_txn(&end, now))
-                .await
-        },
-    )
-    .await;
+    let result: Result<Answer<i16>, i16> =
+        call_txn(ctx, &transactional_id, TxnCall::EndTxn(end)).await;
     let code = match result {
         Ok(answer) => answer.code(),
         Err(code) => code,

@@ -23,7 +23,7 @@ use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
 use crate::api::topic_name;
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
 use crate::wire::batch::{frame_size, layout};
 
@@ -62,39 +62,53 @@ fn diverging(
 
 /// Reads one partition on its owning shard, with a listener for its next high-watermark
 /// move, taken before the read.
-async fn read_and_listen(
+pub(crate) async fn read_and_listen(
     ctx: Rc<ShardCtx>,
-    w: Wanted,
+    p: FetchPartition,
     read_committed: bool,
 ) -> (PartitionFetchResult, Option<event_listener::EventListener>) {
-    let listener = ctx.partition(&w.tp).map(|p| p.listen());
-    let result = read_on_owner(
-        ctx,
-        w.tp,
-        w.offset,
-        w.last_fetched_epoch,
-        w.max_bytes,
-        read_committed,
-    )
-    .await;
+    let listener = ctx.partition(&p.tp).map(|p| p.listen());
+    let result = read_on_owner(ctx, p, read_committed).await;
     (result, listener)
 }
 
+/// One partition of a Fetch, as its owning shard reads it.
+#[derive(Debug, Clone)]
+pub struct FetchPartition {
+    pub tp: TopicPartition,
+    pub fetch_offset: i64,
+    /// Fetch v9+: the leader epoch the fetcher believes the partition has (-1: none).
+    pub current_leader_epoch: i32,
+    /// Fetch v12+: the epoch of the fetcher's last batch (-1: none).
+    pub last_fetched_epoch: i32,
+    pub max_bytes: usize,
+}
+
 /// Reads one partition on its owning shard.
-pub async fn read_on_owner(
+async fn read_on_owner(
     ctx: Rc<ShardCtx>,
-    tp: TopicPartition,
-    fetch_offset: i64,
-    last_fetched_epoch: i32,
-    max_bytes: usize,
+    wanted: FetchPartition,
     read_committed: bool,
 ) -> PartitionFetchResult {
+    let FetchPartition {
+        tp,
+        fetch_offset,
+        current_leader_epoch,
+        last_fetched_epoch,
+        max_bytes,
+    } = wanted;
     let Some(partition) = ctx.partition(&tp) else {
         return PartitionFetchResult {
             error_code: ResponseError::NotLeaderOrFollower.code(),
             ..Default::default()
         };
     };
+    if let Err(fenced) = partition.check_current_epoch(current_leader_epoch) {
+        return PartitionFetchResult {
+            error_code: fenced.code(),
+            ..Default::default()
+        };
+    }
     let Ok(log) = partition.read().await else {
         return PartitionFetchResult {
             error_code: ResponseError::NotLeaderOrFollower.code(),
@@ -188,13 +202,11 @@ fn cut_at(records: Bytes, upper: Offset) -> (Bytes, Offset) {
     (records.slice(..at), end)
 }
 
+/// A partition of the request and the shard that owns it.
 #[derive(Debug, Clone)]
 struct Wanted {
-    tp: TopicPartition,
     shard: usize,
-    offset: i64,
-    last_fetched_epoch: i32,
-    max_bytes: usize,
+    partition: FetchPartition,
 }
 
 pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> FetchResponse {
@@ -237,44 +249,33 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
                 .push(PartitionData::default().with_partition_index(p.partition));
             let tp = TopicPartition::new(name.clone(), p.partition);
             let owner = if resolved {
-                image
-                    .partition(&tp)
-                    .map(|pim| (pim.shard, pim.leader_epoch))
+                image.partition(&tp).map(|pim| pim.shard)
             } else {
                 None
             };
-            let fenced = owner.and_then(|(_, epoch)| {
-                let current = if version >= 9 {
-                    p.current_leader_epoch
-                } else {
-                    -1
-                };
-                crate::api::offset_for_leader_epoch::check_current_epoch(current, epoch).err()
-            });
-            match (owner, fenced) {
-                (Some(_), Some(error)) => slots.push((
-                    topic_index,
-                    pi,
-                    Some(PartitionFetchResult {
-                        error_code: error.code(),
-                        ..Default::default()
-                    }),
-                )),
-                (Some((shard, _)), None) => {
+            match owner {
+                Some(shard) => {
                     slots.push((topic_index, pi, None));
                     wanted.push(Wanted {
-                        tp,
                         shard,
-                        offset: p.fetch_offset,
-                        last_fetched_epoch: if version >= 12 {
-                            p.last_fetched_epoch
-                        } else {
-                            -1
+                        partition: FetchPartition {
+                            tp,
+                            fetch_offset: p.fetch_offset,
+                            current_leader_epoch: if version >= 9 {
+                                p.current_leader_epoch
+                            } else {
+                                -1
+                            },
+                            last_fetched_epoch: if version >= 12 {
+                                p.last_fetched_epoch
+                            } else {
+                                -1
+                            },
+                            max_bytes: p.partition_max_bytes.max(0) as usize,
                         },
-                        max_bytes: p.partition_max_bytes.max(0) as usize,
                     });
                 }
-                (None, _) => {
+                None => {
                     let code = if version >= 13 && !resolved {
                         ResponseError::UnknownTopicId.code()
                     } else {
@@ -384,35 +385,35 @@ async fn read_all(
     Vec<PartitionFetchResult>,
     Vec<event_listener::EventListener>,
 ) {
-    let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, Wanted)>> = Default::default();
+    let mut by_shard: std::collections::BTreeMap<usize, Vec<(usize, FetchPartition)>> =
+        Default::default();
     for (i, w) in wanted.iter().enumerate() {
-        by_shard.entry(w.shard).or_default().push((i, w.clone()));
+        by_shard
+            .entry(w.shard)
+            .or_default()
+            .push((i, w.partition.clone()));
     }
     let jobs = by_shard.into_iter().map(|(shard, work)| {
         let ctx = Rc::clone(ctx);
         async move {
-            let idx: Vec<usize> = work.iter().map(|w| w.0).collect();
-            let out = ctx
-                .run_on(shard, move |ctx| async move {
-                    // The owner's reads overlap too: each waits on its own io_uring read.
-                    futures::future::join_all(
-                        work.into_iter()
-                            .map(|(_, w)| read_and_listen(Rc::clone(&ctx), w, read_committed)),
-                    )
-                    .await
-                })
-                .await
-                .unwrap_or_else(|_| {
-                    idx.iter()
-                        .map(|_| {
-                            let gone = PartitionFetchResult {
-                                error_code: ResponseError::NotLeaderOrFollower.code(),
-                                ..Default::default()
-                            };
-                            (gone, None)
-                        })
-                        .collect()
-                });
+            let (idx, partitions): (Vec<usize>, Vec<FetchPartition>) = work.into_iter().unzip();
+            let request = ShardRequest::Fetch {
+                partitions,
+                read_committed,
+            };
+            let out = match ctx.ask(shard, request).await {
+                Ok(ShardReply::Fetched(out)) => out,
+                _ => idx
+                    .iter()
+                    .map(|_| {
+                        let gone = PartitionFetchResult {
+                            error_code: ResponseError::NotLeaderOrFollower.code(),
+                            ..Default::default()
+                        };
+                        (gone, None)
+                    })
+                    .collect(),
+            };
             idx.into_iter().zip(out).collect::<Vec<_>>()
         }
     });

@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::HeartbeatRequest as Beat;
 use crate::shard::ShardCtx;
 
@@ -20,11 +20,8 @@ pub async fn handle(
         member_id: request.member_id.to_string(),
         group_instance_id: request.group_instance_id.map(|s| s.to_string()),
     };
-    let code = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        rt.call(&ctx, partition, |c, now| c.heartbeat(&beat, now))
-            .await
-    })
-    .await
-    .unwrap_or_else(|code| code);
+    let code = call_group(ctx, &group_id, GroupCall::Heartbeat(beat))
+        .await
+        .unwrap_or_else(|code| code);
     HeartbeatResponse::default().with_error_code(code)
 }

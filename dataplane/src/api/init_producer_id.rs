@@ -11,7 +11,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 use kafka_protocol::ResponseError;
 
 use crate::shard::ShardCtx;
-use crate::txn::runtime::{call_txn, Answer, OneProducerId};
+use crate::txn::runtime::{call_txn, Answer, TxnCall};
 use crate::txn::state::{fenced_code_for_client, TxnResponse};
 
 /// Kafka's "no producer id" and "no producer epoch".
@@ -94,21 +94,8 @@ async fn transactional(
         producer_id: crate::types::ProducerId(request.producer_id.0),
         producer_epoch: crate::types::ProducerEpoch(request.producer_epoch),
     };
-    let result = call_txn(
-        ctx,
-        &transactional_id,
-        move |ctx, rt, partition| async move {
-            // The coordinator allocates synchronously: take an id beforehand (an unused one
-            // is simply skipped).
-            let id = ctx.next_producer_id().await?;
-            let mut ids = OneProducerId(Some(crate::types::ProducerId(id)));
-            rt.call(&ctx, partition, |c, now| {
-                c.init_producer_id(&req, &mut ids, now)
-            })
-            .await
-        },
-    )
-    .await;
+    let result: Result<Answer<crate::txn::InitProducerIdResponse>, i16> =
+        call_txn(ctx, &transactional_id, TxnCall::InitProducerId(req)).await;
     let answer = match result {
         Ok(Answer::Reply(r)) | Ok(Answer::Completed(Some(TxnResponse::InitProducerId(r)))) => r,
         Ok(Answer::Completed(_)) => {

@@ -5,10 +5,9 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse, RequestHeader};
-use kafka_protocol::ResponseError;
 
 use crate::api::str_bytes;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::{JoinGroupProtocol, JoinGroupRequest as Join, JoinGroupResponse as Joined};
 use crate::shard::ShardCtx;
 
@@ -46,21 +45,7 @@ pub async fn handle(
         client_host: "/127.0.0.1".to_string(),
         require_known_member_id: version >= 4,
     };
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        let (waiter, rx) = rt.register_join();
-        if let Err(code) = rt
-            .call(&ctx, partition, |c, now| {
-                ((), c.join_group(join, waiter, now))
-            })
-            .await
-        {
-            rt.forget_waiter(waiter);
-            return Err(code);
-        }
-        rx.await
-            .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
-    })
-    .await;
+    let result: Result<Joined, i16> = call_group(ctx, &group_id, GroupCall::Join(join)).await;
     let joined = result.unwrap_or_else(|code| Joined {
         error_code: code,
         generation_id: -1,

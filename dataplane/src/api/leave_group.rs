@@ -6,7 +6,7 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
 use crate::api::str_bytes;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::{LeaveGroupRequest as Leave, LeavingMember};
 use crate::shard::ShardCtx;
 
@@ -35,11 +35,8 @@ pub async fn handle(
         group_id: group_id.clone(),
         members,
     };
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        rt.call(&ctx, partition, |c, now| c.leave_group(&leave, now))
-            .await
-    })
-    .await;
+    let result: Result<crate::group::LeaveGroupResponse, i16> =
+        call_group(ctx, &group_id, GroupCall::Leave(leave)).await;
     match result {
         Ok(r) => {
             if version >= 3 {

@@ -6,7 +6,7 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
 
 use crate::api::str_bytes;
-use crate::group::runtime::on_all_shards;
+use crate::group::runtime::list_all_groups;
 use crate::shard::ShardCtx;
 
 pub async fn handle(
@@ -32,22 +32,9 @@ pub async fn handle(
     {
         return ListGroupsResponse::default();
     }
-    let per_shard = on_all_shards(ctx, move |ctx, rt| {
-        let states = states.clone();
-        async move {
-            let mut out = Vec::new();
-            for p in rt.loaded_partitions() {
-                if let Ok(groups) = rt.read(&ctx, p, |c| c.list_groups(&states)).await {
-                    out.extend(groups);
-                }
-            }
-            out
-        }
-    })
-    .await;
-    let groups = per_shard
+    let groups = list_all_groups(ctx, states)
+        .await
         .into_iter()
-        .flatten()
         .map(|g| {
             let mut out = ListedGroup::default()
                 .with_group_id(GroupId(str_bytes(g.group_id)))

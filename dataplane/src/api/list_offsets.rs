@@ -12,7 +12,7 @@ use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::{Offset, TopicPartition};
 
 pub const LATEST: i64 = -1;
@@ -24,15 +24,20 @@ pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
 
 /// (error code, timestamp, offset, leader epoch) for one partition, on its owner.
-pub async fn lookup_on_owner(
-    ctx: Rc<ShardCtx>,
+/// `current_leader_epoch` (v4+, -1: none) is fenced against the partition's.
+pub(crate) async fn lookup_on_owner(
+    ctx: &Rc<ShardCtx>,
     tp: TopicPartition,
     timestamp: i64,
+    current_leader_epoch: i32,
     read_committed: bool,
 ) -> (i16, i64, i64, i32) {
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1);
     };
+    if let Err(fenced) = p.check_current_epoch(current_leader_epoch) {
+        return (fenced.code(), -1, -1, -1);
+    }
     let Ok(log) = p.read().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1);
     };
@@ -92,17 +97,22 @@ pub async fn handle(
             let (code, ts, offset, epoch) = match image.partition(&tp) {
                 None => (ResponseError::UnknownTopicOrPartition.code(), -1, -1, -1),
                 Some(pim) => {
-                    let ts = p.timestamp;
-                    ctx.run_on(pim.shard, move |ctx| {
-                        lookup_on_owner(ctx, tp, ts, read_committed)
-                    })
-                    .await
-                    .unwrap_or((
-                        ResponseError::NotLeaderOrFollower.code(),
-                        -1,
-                        -1,
-                        -1,
-                    ))
+                    let request = ShardRequest::ListOffsets {
+                        tp,
+                        timestamp: p.timestamp,
+                        current_leader_epoch: if version >= 4 {
+                            p.current_leader_epoch
+                        } else {
+                            -1
+                        },
+                        read_committed,
+                    };
+                    match ctx.ask(pim.shard, request).await {
+                        Ok(ShardReply::Offset(code, ts, offset, epoch)) => {
+                            (code, ts, offset, epoch)
+                        }
+                        _ => (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1),
+                    }
                 }
             };
             let mut r = ListOffsetsPartitionResponse::default()

@@ -12,38 +12,8 @@ use kafka_protocol::ResponseError;
 
 use crate::api::str_bytes;
 use crate::shard::ShardCtx;
-use crate::txn::state::Step;
-use crate::txn::{TxnState, TRANSACTION_STATE_TOPIC};
-
-/// One listed transactional id: (id, producer id, state, start timestamp).
-type Listed = (String, i64, TxnState, i64);
-
-/// The transactional ids of the `__transaction_state` partitions this shard owns.
-async fn list_on_shard(ctx: Rc<ShardCtx>) -> Vec<Listed> {
-    let Some(runtime) = ctx.txn_runtime() else {
-        return Vec::new();
-    };
-    let image = ctx.metadata.load();
-    let Some(topic) = image.topics.get(TRANSACTION_STATE_TOPIC) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for (index, p) in topic.partitions.iter().enumerate() {
-        if p.shard != ctx.id {
-            continue;
-        }
-        let listed = runtime
-            .call(&ctx, index as i32, |c, _| Step::Reply(c.list()))
-            .await;
-        if let Ok(crate::txn::runtime::Answer::Reply(list)) = listed {
-            out.extend(
-                list.into_iter()
-                    .map(|(id, d)| (id, d.producer_id.0, d.state, d.start_timestamp_ms)),
-            );
-        }
-    }
-    out
-}
+use crate::txn::runtime::list_all_transactions;
+use crate::txn::TxnState;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -80,13 +50,8 @@ pub async fn handle(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let mut listed = Vec::new();
-    for shard in 0..ctx.router.shard_count() {
-        if let Ok(l) = ctx.run_on(shard, list_on_shard).await {
-            listed.extend(l);
-        }
-    }
-    let transaction_states = listed
+    let transaction_states = list_all_transactions(ctx)
+        .await
         .into_iter()
         .filter(|(_, _, state, _)| states.is_empty() || states.contains(state))
         .filter(|(_, pid, _, _)| {

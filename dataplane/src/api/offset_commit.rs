@@ -8,7 +8,7 @@ use kafka_protocol::messages::offset_commit_response::{
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::{OffsetCommitPartition, OffsetCommitRequest as Commit};
 use crate::shard::ShardCtx;
 use crate::types::TopicPartition;
@@ -60,11 +60,8 @@ pub async fn handle(
         },
         partitions,
     };
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        rt.call(&ctx, partition, |c, now| c.offset_commit(&commit, now))
-            .await
-    })
-    .await;
+    let result: Result<crate::group::OffsetCommitResponse, i16> =
+        call_group(ctx, &group_id, GroupCall::OffsetCommit(commit)).await;
     let known = unknown.iter().filter(|u| !**u).count();
     let mut known_codes = match result {
         Ok(r) => r.partitions.into_iter().map(|(_, code)| code).collect(),

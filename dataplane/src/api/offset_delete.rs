@@ -8,7 +8,7 @@ use kafka_protocol::messages::offset_delete_response::{
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
 use crate::api::topic_name;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::shard::ShardCtx;
 use crate::types::TopicPartition;
 
@@ -28,14 +28,12 @@ pub async fn handle(
                 .map(move |p| TopicPartition::new(name.clone(), p.partition_index))
         })
         .collect();
-    let id = group_id.clone();
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        rt.call(&ctx, partition, |c, now| {
-            c.offset_delete(&id, &partitions, now)
-        })
-        .await
-    })
-    .await;
+    let call = GroupCall::OffsetDelete {
+        group_id: group_id.clone(),
+        partitions,
+    };
+    let result: Result<crate::group::OffsetDeleteResponse, i16> =
+        call_group(ctx, &group_id, call).await;
     let r = match result {
         Ok(r) => r,
         Err(code) => return OffsetDeleteResponse::default().with_error_code(code),

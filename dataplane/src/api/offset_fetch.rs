@@ -9,7 +9,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 
 use crate::api::{str_bytes, topic_name};
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::{
     OffsetFetchPartition, OffsetFetchRequest as Fetch, OffsetFetchResponse as Fetched,
 };
@@ -19,10 +19,8 @@ use crate::types::TopicPartition;
 async fn fetch_one(ctx: &Rc<ShardCtx>, req: Fetch) -> Fetched {
     let wanted = req.partitions.clone();
     let group_id = req.group_id.clone();
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        rt.read(&ctx, partition, |c| c.offset_fetch(&req)).await
-    })
-    .await;
+    let result: Result<Fetched, i16> =
+        call_group(ctx, &group_id, GroupCall::OffsetFetch(req)).await;
     result.unwrap_or_else(|code| Fetched {
         error_code: code,
         partitions: wanted

@@ -11,7 +11,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use kafka_protocol::ResponseError;
 
-use crate::shard::ShardCtx;
+use crate::shard::{ShardCtx, ShardReply, ShardRequest};
 use crate::types::{LeaderEpoch, TopicPartition};
 
 /// Kafka's fencing of a request's current leader epoch against the partition's: -1
@@ -28,11 +28,20 @@ pub fn check_current_epoch(requested: i32, partition_epoch: i32) -> Result<(), R
     }
 }
 
-/// (error code, epoch, end offset) on the owner.
-async fn end_offset_on_owner(ctx: Rc<ShardCtx>, tp: TopicPartition, epoch: i32) -> (i16, i32, i64) {
+/// (error code, epoch, end offset) on the owner, after fencing the request's
+/// `current_leader_epoch` against the partition's.
+pub(crate) async fn end_offset_on_owner(
+    ctx: &Rc<ShardCtx>,
+    tp: TopicPartition,
+    epoch: i32,
+    current_leader_epoch: i32,
+) -> (i16, i32, i64) {
     let Some(p) = ctx.partition(&tp) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1);
     };
+    if let Err(fenced) = p.check_current_epoch(current_leader_epoch) {
+        return (fenced.code(), -1, -1);
+    }
     let Ok(log) = p.read().await else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1);
     };
@@ -57,20 +66,14 @@ pub async fn handle(
                     let (code, epoch, end) = match pim {
                         None => (ResponseError::UnknownTopicOrPartition.code(), -1, -1),
                         Some(pim) => {
-                            match check_current_epoch(p.current_leader_epoch, pim.leader_epoch) {
-                                Err(e) => (e.code(), -1, -1),
-                                Ok(()) => {
-                                    let epoch = p.leader_epoch;
-                                    ctx.run_on(pim.shard, move |ctx| {
-                                        end_offset_on_owner(ctx, tp, epoch)
-                                    })
-                                    .await
-                                    .unwrap_or((
-                                        ResponseError::NotLeaderOrFollower.code(),
-                                        -1,
-                                        -1,
-                                    ))
-                                }
+                            let request = ShardRequest::EpochEndOffset {
+                                tp,
+                                leader_epoch: p.leader_epoch,
+                                current_leader_epoch: p.current_leader_epoch,
+                            };
+                            match ctx.ask(pim.shard, request).await {
+                                Ok(ShardReply::EpochEnd(code, epoch, end)) => (code, epoch, end),
+                                _ => (ResponseError::NotLeaderOrFollower.code(), -1, -1),
                             }
                         }
                     };

@@ -17,8 +17,8 @@ use crate::api::errors::log_error_code;
 use crate::api::str_bytes;
 use crate::log::validate::ValidateError;
 use crate::log::{AppendKind, LogError};
-use crate::shard::{now_ms, ShardCtx};
-use crate::types::{LeaderEpoch, TopicPartition};
+use crate::shard::{now_ms, ShardCtx, ShardReply, ShardRequest};
+use crate::types::TopicPartition;
 
 /// The outcome for one partition.
 #[derive(Debug, Clone)]
@@ -71,7 +71,6 @@ pub async fn append_on_owner(
     ctx: Rc<ShardCtx>,
     tp: TopicPartition,
     records: Option<Bytes>,
-    epoch: i32,
 ) -> PartitionProduceResult {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return PartitionProduceResult::error(
@@ -95,7 +94,12 @@ pub async fn append_on_owner(
         };
     }
     match log
-        .append_as_leader(records, LeaderEpoch(epoch), AppendKind::Client, now_ms())
+        .append_as_leader(
+            records,
+            partition.leader_epoch(),
+            AppendKind::Client,
+            now_ms(),
+        )
         .await
     {
         Ok(info) => PartitionProduceResult {
@@ -133,7 +137,7 @@ pub async fn append_on_owner(
 }
 
 /// (slot in the response, partition, record set, leader epoch).
-type PartitionWork = ((usize, usize), TopicPartition, Option<Bytes>, i32);
+type PartitionWork = ((usize, usize), (TopicPartition, Option<Bytes>));
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
@@ -153,12 +157,10 @@ pub async fn handle(
             parts.push(p.index);
             let tp = TopicPartition::new(name.clone(), p.index);
             match image.partition(&tp) {
-                Some(pim) => per_shard.entry(pim.shard).or_default().push((
-                    (ti, pi),
-                    tp,
-                    p.records,
-                    pim.leader_epoch,
-                )),
+                Some(pim) => per_shard
+                    .entry(pim.shard)
+                    .or_default()
+                    .push(((ti, pi), (tp, p.records))),
                 None => {
                     results.insert(
                         (ti, pi),
@@ -173,20 +175,10 @@ pub async fn handle(
     let jobs = per_shard.into_iter().map(|(shard, work)| {
         let ctx = Rc::clone(ctx);
         async move {
-            let keys: Vec<(usize, usize)> = work.iter().map(|w| w.0).collect();
-            let out = ctx
-                .run_on(shard, move |ctx| async move {
-                    // Partitions append concurrently: each write is an io_uring round
-                    // trip, and different partitions' writes can be in flight together.
-                    let appends = work.into_iter().map(|(_, tp, records, epoch)| {
-                        append_on_owner(Rc::clone(&ctx), tp, records, epoch)
-                    });
-                    futures::future::join_all(appends).await
-                })
-                .await;
-            match out {
-                Ok(out) => keys.into_iter().zip(out).collect::<Vec<_>>(),
-                Err(_) => keys
+            let (keys, partitions): (Vec<(usize, usize)>, Vec<_>) = work.into_iter().unzip();
+            match ctx.ask(shard, ShardRequest::Produce { partitions }).await {
+                Ok(ShardReply::Produced(out)) => keys.into_iter().zip(out).collect::<Vec<_>>(),
+                _ => keys
                     .into_iter()
                     .map(|k| {
                         (

@@ -4,10 +4,9 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
-use kafka_protocol::ResponseError;
 
 use crate::api::str_bytes;
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::SyncGroupRequest as Sync;
 use crate::shard::ShardCtx;
 
@@ -30,21 +29,8 @@ pub async fn handle(
             .map(|a| (a.member_id.to_string(), a.assignment))
             .collect(),
     };
-    let result = call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-        let (waiter, rx) = rt.register_sync();
-        if let Err(code) = rt
-            .call(&ctx, partition, |c, now| {
-                ((), c.sync_group(sync, waiter, now))
-            })
-            .await
-        {
-            rt.forget_waiter(waiter);
-            return Err(code);
-        }
-        rx.await
-            .map_err(|_| ResponseError::CoordinatorNotAvailable.code())
-    })
-    .await;
+    let result: Result<crate::group::SyncGroupResponse, i16> =
+        call_group(ctx, &group_id, GroupCall::Sync(sync)).await;
     match result {
         Ok(r) => {
             let mut resp = SyncGroupResponse::default()

@@ -9,7 +9,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use kafka_protocol::ResponseError;
 
-use crate::group::runtime::call_group;
+use crate::group::runtime::{call_group, GroupCall};
 use crate::group::{OffsetCommitPartition, TxnOffsetCommitRequest as Commit};
 use crate::shard::ShardCtx;
 use crate::types::{ProducerId, TopicPartition};
@@ -69,12 +69,13 @@ pub async fn handle(
     let result = if known == 0 {
         Ok(Vec::new())
     } else {
-        call_group(ctx, &group_id, move |ctx, rt, partition| async move {
-            rt.call(&ctx, partition, |c, now| c.txn_offset_commit(&commit, now))
-                .await
-                .map(|r| r.partitions)
-        })
+        call_group::<crate::group::OffsetCommitResponse>(
+            ctx,
+            &group_id,
+            GroupCall::TxnOffsetCommit(commit),
+        )
         .await
+        .map(|r| r.partitions)
     };
     let mut known_codes = match result {
         Ok(r) => r.into_iter().map(|(_, code)| code).collect(),

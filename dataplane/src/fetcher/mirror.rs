@@ -930,11 +930,7 @@ impl MirrorFetcher {
             .map(|b| b.partition_leader_epoch().0)
             .max()
             .unwrap_or(-1);
-        let local_epoch = ctx
-            .metadata
-            .load()
-            .partition(tp)
-            .map_or(0, |p| p.leader_epoch);
+        let local_epoch = ctx.partition(tp).map_or(0, |p| p.leader_epoch().0);
         if max_epoch > local_epoch - EPOCH_BUMP_THRESHOLD {
             let target = max_epoch + EPOCH_BUMP_INCREMENT;
             if max_epoch > local_epoch {

@@ -281,8 +281,8 @@ pub async fn stop_epoch_to_exceed(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
 ) -> StepResult<Option<i32>> {
-    let epoch = current_epoch(ctx, tp)?;
     let partition = owned(ctx, tp)?;
+    let epoch = partition.leader_epoch().0;
     let log = partition
         .read()
         .await
@@ -330,12 +330,12 @@ pub async fn stop_truncate(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
 ) -> StepResult<Option<(i32, i64)>> {
-    let epoch = current_epoch(ctx, tp)?;
     let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
+    let epoch = partition.leader_epoch().0;
     if last_batch_is_own_pid_reset(&log, epoch).await? {
         return Ok(None);
     }
@@ -352,16 +352,6 @@ pub async fn stop_truncate(
     )))
 }
 
-/// The partition's leader epoch in the image: during STOPPING, the one step 2 raised
-/// above every mirrored batch epoch.
-fn current_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult<i32> {
-    ctx.metadata
-        .load()
-        .partition(tp)
-        .map(|p| p.leader_epoch)
-        .ok_or_else(|| format!("partition {tp} is not in the metadata image"))
-}
-
 /// STOPPING step 5: appends the MIRROR_PID_RESET control batch at the partition's
 /// current leader epoch, unless this STOPPING's own is already the last batch.
 pub async fn stop_append_pid_reset(
@@ -369,12 +359,12 @@ pub async fn stop_append_pid_reset(
     tp: &TopicPartition,
     source_cluster_id: &str,
 ) -> StepResult<()> {
-    let epoch = current_epoch(ctx, tp)?;
     let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
+    let epoch = partition.leader_epoch().0;
     if last_batch_is_own_pid_reset(&log, epoch).await? {
         return Ok(());
     }

@@ -10,7 +10,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -21,7 +20,7 @@ use kafka_protocol::ResponseError;
 use super::messages::*;
 use super::{GroupConfig, GroupCoordinator};
 use crate::coordinator_log::{self, CoordinatorLogError, CoordinatorSet, LogEntry};
-use crate::shard::{now_ms, ShardCtx};
+use crate::shard::{now_ms, ShardCtx, ShardReply, ShardRequest};
 use crate::types::TopicPartition;
 
 /// The internal topic holding groups and committed offsets.
@@ -327,14 +326,165 @@ impl GroupRuntime {
     }
 }
 
-/// Runs `f` on the shard owning `group_id`'s coordinator, with that shard's runtime and
-/// the group's offsets partition. `Err`: a Kafka error code.
-pub async fn call_group<R, F, Fut>(ctx: &Rc<ShardCtx>, group_id: &str, f: F) -> Result<R, i16>
-where
-    R: Send + 'static,
-    F: FnOnce(Rc<ShardCtx>, Rc<GroupRuntime>, i32) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<R, i16>> + 'static,
-{
+/// A request to a group coordinator, as it travels to the shard that holds it.
+#[derive(Debug, Clone)]
+pub enum GroupCall {
+    Join(JoinGroupRequest),
+    Sync(SyncGroupRequest),
+    Heartbeat(HeartbeatRequest),
+    Leave(LeaveGroupRequest),
+    OffsetCommit(OffsetCommitRequest),
+    TxnOffsetCommit(TxnOffsetCommitRequest),
+    OffsetFetch(OffsetFetchRequest),
+    OffsetDelete {
+        group_id: String,
+        partitions: Vec<TopicPartition>,
+    },
+    DeleteGroups(Vec<String>),
+    DescribeGroups(Vec<String>),
+}
+
+/// A group coordinator's answer to a [`GroupCall`], variant for variant.
+#[derive(Debug)]
+pub enum GroupAnswer {
+    Joined(JoinGroupResponse),
+    Synced(SyncGroupResponse),
+    /// Heartbeat: the error code.
+    Beat(i16),
+    Left(LeaveGroupResponse),
+    Committed(OffsetCommitResponse),
+    Fetched(OffsetFetchResponse),
+    OffsetsDeleted(OffsetDeleteResponse),
+    Deleted(Vec<(String, i16)>),
+    Described(Vec<DescribedGroup>),
+}
+
+/// Each answer converts to the value it carries, so [`call_group`] hands a caller the
+/// answer its call has; another kind of answer is UNKNOWN_SERVER_ERROR (a bug).
+macro_rules! answer_carries {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl TryFrom<GroupAnswer> for $ty {
+            type Error = i16;
+            fn try_from(answer: GroupAnswer) -> Result<$ty, i16> {
+                match answer {
+                    GroupAnswer::$variant(v) => Ok(v),
+                    other => {
+                        tracing::error!(?other, "group coordinator answered another call");
+                        Err(ResponseError::UnknownServerError.code())
+                    }
+                }
+            }
+        }
+    )*};
+}
+
+answer_carries! {
+    Joined => JoinGroupResponse,
+    Synced => SyncGroupResponse,
+    Beat => i16,
+    Left => LeaveGroupResponse,
+    Committed => OffsetCommitResponse,
+    Fetched => OffsetFetchResponse,
+    OffsetsDeleted => OffsetDeleteResponse,
+    Deleted => Vec<(String, i16)>,
+    Described => Vec<DescribedGroup>,
+}
+
+impl GroupRuntime {
+    /// Carries `call` out against the coordinator of `partition` on this shard.
+    pub async fn serve(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        call: GroupCall,
+    ) -> Result<GroupAnswer, i16> {
+        let gone = || ResponseError::CoordinatorNotAvailable.code();
+        match call {
+            GroupCall::Join(join) => {
+                let (waiter, rx) = self.register_join();
+                if let Err(code) = self
+                    .call(ctx, partition, |c, now| {
+                        ((), c.join_group(join, waiter, now))
+                    })
+                    .await
+                {
+                    self.forget_waiter(waiter);
+                    return Err(code);
+                }
+                rx.await.map(GroupAnswer::Joined).map_err(|_| gone())
+            }
+            GroupCall::Sync(sync) => {
+                let (waiter, rx) = self.register_sync();
+                if let Err(code) = self
+                    .call(ctx, partition, |c, now| {
+                        ((), c.sync_group(sync, waiter, now))
+                    })
+                    .await
+                {
+                    self.forget_waiter(waiter);
+                    return Err(code);
+                }
+                rx.await.map(GroupAnswer::Synced).map_err(|_| gone())
+            }
+            GroupCall::Heartbeat(beat) => self
+                .call(ctx, partition, |c, now| c.heartbeat(&beat, now))
+                .await
+                .map(GroupAnswer::Beat),
+            GroupCall::Leave(leave) => self
+                .call(ctx, partition, |c, now| c.leave_group(&leave, now))
+                .await
+                .map(GroupAnswer::Left),
+            GroupCall::OffsetCommit(commit) => self
+                .call(ctx, partition, |c, now| c.offset_commit(&commit, now))
+                .await
+                .map(GroupAnswer::Committed),
+            GroupCall::TxnOffsetCommit(commit) => self
+                .call(ctx, partition, |c, now| c.txn_offset_commit(&commit, now))
+                .await
+                .map(GroupAnswer::Committed),
+            GroupCall::OffsetFetch(req) => self
+                .read(ctx, partition, |c| c.offset_fetch(&req))
+                .await
+                .map(GroupAnswer::Fetched),
+            GroupCall::OffsetDelete {
+                group_id,
+                partitions,
+            } => self
+                .call(ctx, partition, |c, now| {
+                    c.offset_delete(&group_id, &partitions, now)
+                })
+                .await
+                .map(GroupAnswer::OffsetsDeleted),
+            GroupCall::DeleteGroups(ids) => self
+                .call(ctx, partition, |c, now| c.delete_groups(&ids, now))
+                .await
+                .map(GroupAnswer::Deleted),
+            GroupCall::DescribeGroups(ids) => self
+                .read(ctx, partition, |c| c.describe_groups(&ids))
+                .await
+                .map(GroupAnswer::Described),
+        }
+    }
+
+    /// ListGroups on this shard: the groups of every loaded coordinator in `states`.
+    pub async fn list_groups(&self, ctx: &Rc<ShardCtx>, states: &[String]) -> Vec<ListedGroup> {
+        let mut out = Vec::new();
+        for p in self.loaded_partitions() {
+            if let Ok(groups) = self.read(ctx, p, |c| c.list_groups(states)).await {
+                out.extend(groups);
+            }
+        }
+        out
+    }
+}
+
+/// Sends `call` to the shard owning `group_id`'s coordinator, for the group's offsets
+/// partition, and returns the answer's value. `Err`: a Kafka error code.
+pub async fn call_group<T: TryFrom<GroupAnswer, Error = i16>>(
+    ctx: &Rc<ShardCtx>,
+    group_id: &str,
+    call: GroupCall,
+) -> Result<T, i16> {
     let runtime = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
     let image = ctx.metadata.load();
     let topic = image
@@ -354,34 +504,24 @@ where
         .get(partition as usize)
         .ok_or_else(coordinator_not_available)?
         .shard;
-    ctx.run_on(shard, move |ctx| async move {
-        let runtime = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
-        f(ctx, runtime, partition).await
-    })
-    .await
-    .map_err(|_| coordinator_not_available())?
+    match ctx
+        .ask(shard, ShardRequest::Group { partition, call })
+        .await
+    {
+        Ok(ShardReply::Group(answer)) => T::try_from(answer?),
+        _ => Err(coordinator_not_available()),
+    }
 }
 
-/// Runs `f` on every shard with its runtime and collects the results (ListGroups).
-pub async fn on_all_shards<R, F, Fut>(ctx: &Rc<ShardCtx>, f: F) -> Vec<R>
-where
-    R: Send + 'static,
-    F: Fn(Rc<ShardCtx>, Rc<GroupRuntime>) -> Fut + Send + Clone + 'static,
-    Fut: Future<Output = R> + 'static,
-{
+/// ListGroups across every shard: the groups in `states` (all when empty).
+pub async fn list_all_groups(ctx: &Rc<ShardCtx>, states: Vec<String>) -> Vec<ListedGroup> {
     let mut out = Vec::new();
     for shard in 0..ctx.router.shard_count() {
-        let f = f.clone();
-        let r = ctx
-            .run_on(shard, move |ctx| async move {
-                match ctx.group_runtime() {
-                    Some(rt) => Some(f(ctx, rt).await),
-                    None => None,
-                }
-            })
-            .await;
-        if let Ok(Some(r)) = r {
-            out.push(r);
+        let request = ShardRequest::ListGroups {
+            states: states.clone(),
+        };
+        if let Ok(ShardReply::Groups(groups)) = ctx.ask(shard, request).await {
+            out.extend(groups);
         }
     }
     out

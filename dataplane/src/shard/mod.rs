@@ -1,9 +1,10 @@
 //! Shards: one pinned glommio executor per core. Each partition is owned by exactly one
 //! shard ([`crate::metadata::PartitionImage::shard`]); only that shard touches its log.
 //! Work for another shard travels as a [`Job`] over that shard's bounded channel and its
-//! answer comes back on a oneshot channel. Outside the data plane (the controller, the
-//! mirror manager and coordinator) a shard is reached only with typed requests
-//! ([`request::ShardRequest`]); closures are for the data plane's own request routing.
+//! answer comes back on a oneshot channel. Everyone else — other shards routing a
+//! client's request to the partition's owner, the controller, the mirror manager and
+//! coordinator — reaches a shard only with typed requests ([`request::ShardRequest`]);
+//! the closure a job carries is the transport's, never the caller's.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -20,7 +21,7 @@ use crate::controller::ControllerHandle;
 use crate::log::{LogConfig, LogError, PartitionLog};
 use crate::metadata::MetadataCell;
 use crate::partition::Partition;
-use crate::types::TopicPartition;
+use crate::types::{LeaderEpoch, TopicPartition};
 
 pub mod request;
 pub use request::{MirrorObservation, ShardReply, ShardRequest, ShardRequestError, StoredRecord};
@@ -69,9 +70,10 @@ impl ShardRouter {
             .unwrap_or(0)
     }
 
-    /// Runs `f` on `shard` and returns its result. Waits (asynchronously) when the
-    /// shard's queue is full: the bound is the back-pressure between shards.
-    pub(crate) async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>
+    /// Runs `f` on `shard` and returns its result: the in-process transport of
+    /// [`ShardRouter::request`]. Waits (asynchronously) when the shard's queue is full:
+    /// the bound is the back-pressure between shards.
+    async fn call<R, F, Fut>(&self, shard: usize, f: F) -> Result<R, ShardGone>
     where
         R: Send + 'static,
         F: FnOnce(Rc<ShardCtx>) -> Fut + Send + 'static,
@@ -211,15 +213,18 @@ impl ShardCtx {
         self.partitions.borrow().len()
     }
 
-    /// Opens (creating or recovering) the log of a partition this shard owns. Idempotent.
+    /// Opens (creating or recovering) the log of a partition this shard owns, led at
+    /// `leader_epoch`. Idempotent (an open partition only takes a newer epoch).
     pub async fn open_partition(
         &self,
         tp: TopicPartition,
         topic_id: uuid::Uuid,
         config: LogConfig,
+        leader_epoch: LeaderEpoch,
     ) -> Result<(), LogError> {
         let _permit = self.opening.acquire_permit(1).await.ok();
-        if self.partitions.borrow().contains_key(&tp) {
+        if let Some(open) = self.partition(&tp) {
+            open.make_leader(leader_epoch);
             return Ok(());
         }
         let log = PartitionLog::open(
@@ -233,7 +238,7 @@ impl ShardCtx {
         self.partitions
             .borrow_mut()
             .entry(tp.clone())
-            .or_insert_with(|| Rc::new(Partition::new(tp, log)));
+            .or_insert_with(|| Rc::new(Partition::new(tp, log, leader_epoch)));
         Ok(())
     }
 
@@ -339,22 +344,5 @@ fn closed_lock(tp: &TopicPartition) -> LogError {
         tp: tp.clone(),
         path: PathBuf::new(),
         reason: "partition lock closed".to_string(),
-    }
-}
-
-impl ShardCtx {
-    /// Runs `f` on the shard that owns the work: directly when that is this shard,
-    /// otherwise as a job over the router.
-    pub async fn run_on<R, F, Fut>(self: &Rc<Self>, shard: usize, f: F) -> Result<R, ShardGone>
-    where
-        R: Send + 'static,
-        F: FnOnce(Rc<ShardCtx>) -> Fut + Send + 'static,
-        Fut: Future<Output = R> + 'static,
-    {
-        if shard == self.id {
-            Ok(f(Rc::clone(self)).await)
-        } else {
-            self.router.call(shard, f).await
-        }
     }
 }

@@ -1,17 +1,20 @@
-//! The typed requests other threads send a shard about the partitions it owns: the
-//! controller (open, delete, reconfigure), the mirror manager (gate, fetchers, PREPARING
-//! and STOPPING steps, observation) and the `__mirror_state` coordinator (read, append).
-//! Each is a plain value with a typed reply, so the set of things another thread can
-//! make a shard do is this enum and nothing else, and the same messages can cross
-//! brokers once partitions live on other nodes (the cluster issue). The in-process
-//! transport is [`ShardRouter::request`].
+//! The typed requests other shards and threads send a shard about the partitions it
+//! owns: a connection's shard (produce, fetch, offsets, DeleteRecords, producer and
+//! log-dir descriptions, transaction markers), the controller (open, delete,
+//! reconfigure, leader epochs), the mirror manager (gate, fetchers, PREPARING and
+//! STOPPING steps, observation) and the `__mirror_state` coordinator (read, append).
+//! Each is a plain value with a typed reply, so the set of things anyone else can make
+//! a shard do to a partition is this enum and nothing else, and the same messages can
+//! cross brokers once partitions live on other nodes (the cluster issue). The
+//! in-process transport is [`ShardRouter::request`]; [`ShardCtx::ask`] serves a request
+//! in place when the partition is on the asking shard.
 
 use bytes::Bytes;
 
 use super::{ShardCtx, ShardGone, ShardRouter};
 use crate::fetcher::{self, MirrorFetchConfig, MirrorFetcherManager, MirrorPartitionStatus};
 use crate::log::LogConfig;
-use crate::types::TopicPartition;
+use crate::types::{LeaderEpoch, TopicPartition};
 use crate::wire::mirror::MirrorPartitionState;
 
 /// A request to the shard that owns the partitions it names.
@@ -22,6 +25,13 @@ pub enum ShardRequest {
         tp: TopicPartition,
         topic_id: uuid::Uuid,
         config: LogConfig,
+        leader_epoch: LeaderEpoch,
+    },
+    /// The controller committed a new leader epoch for the partition (Kafka's
+    /// `makeLeader`): leader appends are stamped with it from now on.
+    MakeLeader {
+        tp: TopicPartition,
+        leader_epoch: LeaderEpoch,
     },
     /// Delete a partition: its fetcher first, then its log and directory.
     DeletePartition { tp: TopicPartition },
@@ -70,6 +80,57 @@ pub enum ShardRequest {
     /// One batch appended at the partition's leader epoch, as the broker itself
     /// (coordinator records).
     AppendBatch { tp: TopicPartition, batch: Bytes },
+    /// Produce: each partition's records appended as leader, concurrently.
+    Produce {
+        partitions: Vec<(TopicPartition, Option<Bytes>)>,
+    },
+    /// Fetch: each partition read from its position, with a listener taken before the
+    /// read for the long poll.
+    Fetch {
+        partitions: Vec<crate::api::fetch::FetchPartition>,
+        read_committed: bool,
+    },
+    /// ListOffsets for one partition.
+    ListOffsets {
+        tp: TopicPartition,
+        timestamp: i64,
+        current_leader_epoch: i32,
+        read_committed: bool,
+    },
+    /// OffsetForLeaderEpoch for one partition.
+    EpochEndOffset {
+        tp: TopicPartition,
+        leader_epoch: i32,
+        current_leader_epoch: i32,
+    },
+    /// DeleteRecords: the log start moved up to `offset`.
+    DeleteRecords { tp: TopicPartition, offset: i64 },
+    /// DescribeProducers: the partition's producer state.
+    DescribeProducers { tp: TopicPartition },
+    /// Why a leader append to the partition would be refused now (AddPartitionsToTxn).
+    ReadOnlyReason { tp: TopicPartition },
+    /// DescribeLogDirs: each open partition's size on disk.
+    LogSizes { partitions: Vec<TopicPartition> },
+    /// A transaction's COMMIT or ABORT marker (WriteTxnMarkers), then, for a
+    /// `__consumer_offsets` partition, the group coordinator's completion of the
+    /// transaction's offsets.
+    WriteTxnMarker {
+        marker: crate::txn::state::TxnMarker,
+    },
+    /// A call to the group coordinator of a `__consumer_offsets` partition.
+    Group {
+        partition: i32,
+        call: crate::group::runtime::GroupCall,
+    },
+    /// ListGroups: the groups of the shard's loaded coordinators.
+    ListGroups { states: Vec<String> },
+    /// A call to the transaction coordinator of a `__transaction_state` partition.
+    Txn {
+        partition: i32,
+        call: crate::txn::runtime::TxnCall,
+    },
+    /// ListTransactions: the transactions of the shard's loaded coordinators.
+    ListTransactions,
 }
 
 /// What a shard observes for one mirror partition.
@@ -148,6 +209,30 @@ pub enum ShardReply {
     /// STOPPING step 3: the LME and the log end that goes with it.
     Lme(Option<(i32, i64)>),
     Records(Vec<StoredRecord>),
+    Produced(Vec<crate::api::produce::PartitionProduceResult>),
+    Fetched(
+        Vec<(
+            crate::api::fetch::PartitionFetchResult,
+            Option<event_listener::EventListener>,
+        )>,
+    ),
+    /// ListOffsets: (error code, timestamp, offset, leader epoch).
+    Offset(i16, i64, i64, i32),
+    /// OffsetForLeaderEpoch: (error code, epoch, end offset).
+    EpochEnd(i16, i32, i64),
+    /// DeleteRecords: (error code, low watermark).
+    LowWatermark(i16, i64),
+    Producers(
+        Result<Vec<kafka_protocol::messages::describe_producers_response::ProducerState>, i16>,
+    ),
+    ReadOnly(Option<String>),
+    Sizes(Vec<(TopicPartition, i64)>),
+    /// WriteTxnMarker: `Err` is the Kafka error code.
+    Marker(Result<(), i16>),
+    Group(Result<crate::group::runtime::GroupAnswer, i16>),
+    Groups(Vec<crate::group::messages::ListedGroup>),
+    Txn(Result<crate::txn::runtime::TxnAnswer, i16>),
+    Transactions(Vec<crate::txn::runtime::ListedTransaction>),
 }
 
 impl ShardRouter {
@@ -159,6 +244,22 @@ impl ShardRouter {
     ) -> Result<ShardReply, ShardRequestError> {
         self.call(shard, move |ctx| async move { serve(&ctx, request).await })
             .await?
+    }
+}
+
+impl ShardCtx {
+    /// Sends `request` to `shard`, or serves it in place when that is this shard (no
+    /// queue, no hop).
+    pub async fn ask(
+        self: &std::rc::Rc<Self>,
+        shard: usize,
+        request: ShardRequest,
+    ) -> Result<ShardReply, ShardRequestError> {
+        if shard == self.id {
+            serve(self, request).await
+        } else {
+            self.router.request(shard, request).await
+        }
     }
 }
 
@@ -190,11 +291,24 @@ pub async fn serve(
             tp,
             topic_id,
             config,
+            leader_epoch,
         } => ctx
-            .open_partition(tp, topic_id, config)
+            .open_partition(tp, topic_id, config, leader_epoch)
             .await
             .map(|()| ShardReply::Done)
             .map_err(|e| ShardRequestError::log(&e)),
+        R::MakeLeader { tp, leader_epoch } => {
+            let p = ctx
+                .partition(&tp)
+                .ok_or_else(|| ShardRequestError::NotOpen {
+                    tp: tp.clone(),
+                    shard: ctx.id,
+                })?;
+            if p.make_leader(leader_epoch) {
+                tracing::debug!(%tp, epoch = leader_epoch.0, "leader epoch moved");
+            }
+            Ok(ShardReply::Done)
+        }
         R::DeletePartition { tp } => {
             // Its fetcher goes with it (audit B-12): a fetcher keeps partitions by name
             // and would copy the source into a topic created later under the same name.
@@ -298,5 +412,87 @@ pub async fn serve(
             crate::coordinator_log::append(ctx, &tp, batch).await?;
             Ok(ShardReply::Done)
         }
+        R::Produce { partitions } => {
+            // Partitions append concurrently: each write is an io_uring round trip, and
+            // different partitions' writes can be in flight together.
+            let appends = partitions.into_iter().map(|(tp, records)| {
+                crate::api::produce::append_on_owner(std::rc::Rc::clone(ctx), tp, records)
+            });
+            Ok(ShardReply::Produced(
+                futures::future::join_all(appends).await,
+            ))
+        }
+        R::Fetch {
+            partitions,
+            read_committed,
+        } => {
+            // The reads overlap too: each waits on its own io_uring read.
+            let reads = partitions.into_iter().map(|p| {
+                crate::api::fetch::read_and_listen(std::rc::Rc::clone(ctx), p, read_committed)
+            });
+            Ok(ShardReply::Fetched(futures::future::join_all(reads).await))
+        }
+        R::ListOffsets {
+            tp,
+            timestamp,
+            current_leader_epoch,
+            read_committed,
+        } => {
+            let (code, ts, offset, epoch) = crate::api::list_offsets::lookup_on_owner(
+                ctx,
+                tp,
+                timestamp,
+                current_leader_epoch,
+                read_committed,
+            )
+            .await;
+            Ok(ShardReply::Offset(code, ts, offset, epoch))
+        }
+        R::EpochEndOffset {
+            tp,
+            leader_epoch,
+            current_leader_epoch,
+        } => {
+            let (code, epoch, end) = crate::api::offset_for_leader_epoch::end_offset_on_owner(
+                ctx,
+                tp,
+                leader_epoch,
+                current_leader_epoch,
+            )
+            .await;
+            Ok(ShardReply::EpochEnd(code, epoch, end))
+        }
+        R::DeleteRecords { tp, offset } => {
+            let (code, low) = crate::api::delete_records::delete_on_owner(ctx, tp, offset).await;
+            Ok(ShardReply::LowWatermark(code, low))
+        }
+        R::DescribeProducers { tp } => Ok(ShardReply::Producers(
+            crate::api::describe_producers::producers_on_owner(ctx, tp).await,
+        )),
+        R::ReadOnlyReason { tp } => Ok(ShardReply::ReadOnly(
+            crate::api::produce::read_only_reason(ctx, &tp),
+        )),
+        R::LogSizes { partitions } => Ok(ShardReply::Sizes(
+            crate::api::describe_log_dirs::sizes_on_shard(ctx, partitions).await,
+        )),
+        R::WriteTxnMarker { marker } => Ok(ShardReply::Marker(
+            crate::txn::runtime::write_marker_on_owner(ctx, marker).await,
+        )),
+        R::Group { partition, call } => Ok(ShardReply::Group(match ctx.group_runtime() {
+            Some(runtime) => runtime.serve(ctx, partition, call).await,
+            None => Err(kafka_protocol::ResponseError::CoordinatorNotAvailable.code()),
+        })),
+        R::ListGroups { states } => Ok(ShardReply::Groups(match ctx.group_runtime() {
+            Some(runtime) => runtime.list_groups(ctx, &states).await,
+            None => Vec::new(),
+        })),
+        R::Txn { partition, call } => Ok(ShardReply::Txn(match ctx.txn_runtime() {
+            Some(runtime) => runtime.serve(ctx, partition, call).await,
+            None => Err(kafka_protocol::ResponseError::CoordinatorNotAvailable.code()),
+        })),
+        R::ListTransactions => Ok(ShardReply::Transactions(match ctx.txn_runtime() {
+            Some(runtime) => runtime.list_transactions(ctx).await,
+            None => Vec::new(),
+        })),
     }
 }

@@ -11,7 +11,6 @@
 
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::future::Future;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,8 +26,8 @@ use crate::api::errors::log_error_code;
 use crate::coordinator_log::{self, CoordinatorLogError, CoordinatorSet, LogEntry};
 use crate::group::runtime::OFFSETS_TOPIC;
 use crate::log::AppendKind;
-use crate::shard::{now_ms, ShardCtx};
-use crate::types::{LeaderEpoch, ProducerId, TopicPartition};
+use crate::shard::{now_ms, ShardCtx, ShardReply, ShardRequest};
+use crate::types::{ProducerId, TopicPartition};
 
 /// Runtime settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,11 +155,7 @@ impl TxnRuntime {
             return Ok(());
         }
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
-        let coordinator_epoch = ctx
-            .metadata
-            .load()
-            .partition(&tp)
-            .map_or(0, |p| p.leader_epoch);
+        let coordinator_epoch = ctx.partition(&tp).map_or(0, |p| p.leader_epoch().0);
         let entries: Vec<(Bytes, Option<Bytes>)> = coordinator_log::replay(ctx, &tp)
             .await
             .map_err(|_| coordinator_not_available())?
@@ -367,67 +362,199 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
         tracing::info!(tp = %marker.topic_partition, "marker for a deleted partition skipped");
         return Ok(());
     };
-    let shard = pim.shard;
-    let epoch = pim.leader_epoch;
-    let marker = marker.clone();
-    ctx.run_on(shard, move |ctx| async move {
-        let tp = marker.topic_partition.clone();
-        let owned = ctx
-            .partition(&tp)
-            .ok_or(ResponseError::NotLeaderOrFollower.code())?;
-        let now = now_ms();
+    let request = ShardRequest::WriteTxnMarker {
+        marker: marker.clone(),
+    };
+    // Boxed: a marker is written from inside a coordinator call that a shard request
+    // started, so the request future would otherwise contain itself.
+    match Box::pin(ctx.ask(pim.shard, request)).await {
+        Ok(ShardReply::Marker(written)) => written,
+        _ => Err(coordinator_not_available()),
+    }
+}
+
+/// Writes `marker` on the shard that owns its partition (WriteTxnMarkers for one
+/// partition); for a `__consumer_offsets` partition the group coordinator then
+/// completes the transaction's pending offsets.
+pub(crate) async fn write_marker_on_owner(
+    ctx: &Rc<ShardCtx>,
+    marker: TxnMarker,
+) -> Result<(), i16> {
+    let tp = marker.topic_partition.clone();
+    let owned = ctx
+        .partition(&tp)
+        .ok_or(ResponseError::NotLeaderOrFollower.code())?;
+    let now = now_ms();
+    {
+        let mut log = owned
+            .write()
+            .await
+            .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
+        // A mirrored partition takes no leader append but the STOPPING reset (reference
+        // §6.8): a marker there would shift its offsets against the source's for good.
+        // AddPartitionsToTxn refuses such partitions; this covers one added before its
+        // topic joined a mirror. Its data was refused too, so the marker has nothing to
+        // end: it counts as written.
+        if let Some(reason) = crate::api::produce::read_only_reason(ctx, &tp) {
+            tracing::warn!(%tp, %reason, commit = marker.commit, "transaction marker not written into a read-only mirror partition");
+            return Ok(());
+        }
+        let epoch = owned.leader_epoch();
+        if let Err(e) = log
+            .append_as_leader(marker.batch(now), epoch, AppendKind::Coordinator, now)
+            .await
         {
-            let mut log = owned
-                .write()
-                .await
-                .map_err(|_| ResponseError::NotLeaderOrFollower.code())?;
-            // A mirrored partition takes no leader append but the STOPPING reset
-            // (reference §6.8): a marker there would shift its offsets against the
-            // source's for good. AddPartitionsToTxn refuses such partitions; this covers
-            // one added before its topic joined a mirror. Its data was refused too, so the
-            // marker has nothing to end: it counts as written.
-            if let Some(reason) = crate::api::produce::read_only_reason(&ctx, &tp) {
-                tracing::warn!(%tp, %reason, commit = marker.commit, "transaction marker not written into a read-only mirror partition");
-                return Ok(());
-            }
-            match log
-                .append_as_leader(
-                    marker.batch(now),
-                    LeaderEpoch(epoch),
-                    AppendKind::Coordinator,
-                    now,
-                )
-                .await
-            {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(%tp, error = %e, "cannot append transaction marker");
-                    return Err(log_error_code(&e));
+            tracing::warn!(%tp, error = %e, "cannot append transaction marker");
+            return Err(log_error_code(&e));
+        }
+    }
+    if tp.topic == OFFSETS_TOPIC {
+        let rt = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
+        let (pid, commit, p) = (marker.producer_id, marker.commit, tp.partition);
+        rt.call(ctx, p, move |c, now| {
+            ((), c.complete_txn(pid, &[p], commit, now))
+        })
+        .await?;
+    }
+    Ok(())
+}
+
+/// A request to a transaction coordinator, as it travels to the shard that holds it.
+#[derive(Debug, Clone)]
+pub enum TxnCall {
+    InitProducerId(super::InitProducerIdRequest),
+    AddPartitions(super::AddPartitionsToTxnRequest),
+    /// AddOffsetsToTxn; `offsets_partitions` places the group's offsets partition.
+    AddOffsets {
+        add: super::AddOffsetsToTxnRequest,
+        offsets_partitions: i32,
+    },
+    EndTxn(super::EndTxnRequest),
+    Describe(String),
+}
+
+/// A transaction coordinator's answer to a [`TxnCall`].
+#[derive(Debug)]
+pub enum TxnAnswer {
+    /// AddPartitionsToTxn, AddOffsetsToTxn and EndTxn.
+    Code(Answer<i16>),
+    ProducerId(Answer<super::InitProducerIdResponse>),
+    Described(Option<super::state::TxnDescription>),
+}
+
+/// ListTransactions: (transactional id, producer id, state, start timestamp).
+pub type ListedTransaction = (String, i64, super::TxnState, i64);
+
+macro_rules! txn_answer_carries {
+    ($($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl TryFrom<TxnAnswer> for $ty {
+            type Error = i16;
+            fn try_from(answer: TxnAnswer) -> Result<$ty, i16> {
+                match answer {
+                    TxnAnswer::$variant(v) => Ok(v),
+                    other => {
+                        tracing::error!(?other, "transaction coordinator answered another call");
+                        Err(ResponseError::UnknownServerError.code())
+                    }
                 }
             }
         }
-        if tp.topic == OFFSETS_TOPIC {
-            let rt = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
-            let (pid, commit, p) = (marker.producer_id, marker.commit, tp.partition);
-            rt.call(&ctx, p, move |c, now| {
-                ((), c.complete_txn(pid, &[p], commit, now))
-            })
-            .await?;
-        }
-        Ok(())
-    })
-    .await
-    .map_err(|_| coordinator_not_available())?
+    )*};
 }
 
-/// Runs `f` on the shard owning `transactional_id`'s coordinator, with that shard's
-/// runtime and the id's `__transaction_state` partition. `Err`: a Kafka error code.
-pub async fn call_txn<R, F, Fut>(ctx: &Rc<ShardCtx>, transactional_id: &str, f: F) -> Result<R, i16>
-where
-    R: Send + 'static,
-    F: FnOnce(Rc<ShardCtx>, Rc<TxnRuntime>, i32) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<R, i16>> + 'static,
-{
+txn_answer_carries! {
+    Code => Answer<i16>,
+    ProducerId => Answer<super::InitProducerIdResponse>,
+    Described => Option<super::state::TxnDescription>,
+}
+
+impl TxnRuntime {
+    /// Carries `call` out against the coordinator of `partition` on this shard.
+    pub async fn serve(
+        &self,
+        ctx: &Rc<ShardCtx>,
+        partition: i32,
+        call: TxnCall,
+    ) -> Result<TxnAnswer, i16> {
+        match call {
+            TxnCall::InitProducerId(req) => {
+                // The coordinator allocates synchronously: take an id beforehand (an
+                // unused one is simply skipped).
+                let id = ctx.next_producer_id().await?;
+                let mut ids = OneProducerId(Some(ProducerId(id)));
+                self.call(ctx, partition, |c, now| {
+                    c.init_producer_id(&req, &mut ids, now)
+                })
+                .await
+                .map(TxnAnswer::ProducerId)
+            }
+            TxnCall::AddPartitions(add) => self
+                .call(ctx, partition, |c, now| c.add_partitions_to_txn(&add, now))
+                .await
+                .map(TxnAnswer::Code),
+            TxnCall::AddOffsets {
+                add,
+                offsets_partitions,
+            } => self
+                .call(ctx, partition, |c, now| {
+                    c.add_offsets_to_txn(
+                        &add,
+                        |group| crate::group::partition_for(group, offsets_partitions),
+                        now,
+                    )
+                })
+                .await
+                .map(TxnAnswer::Code),
+            TxnCall::EndTxn(end) => self
+                .call(ctx, partition, |c, now| c.end_txn(&end, now))
+                .await
+                .map(TxnAnswer::Code),
+            TxnCall::Describe(id) => {
+                match self
+                    .call(ctx, partition, move |c, _| Step::Reply(c.describe(&id)))
+                    .await?
+                {
+                    Answer::Reply(d) => Ok(TxnAnswer::Described(d)),
+                    Answer::Completed(_) => Err(ResponseError::UnknownServerError.code()),
+                }
+            }
+        }
+    }
+
+    /// ListTransactions on this shard: the transactional ids of the
+    /// `__transaction_state` partitions it owns.
+    pub async fn list_transactions(&self, ctx: &Rc<ShardCtx>) -> Vec<ListedTransaction> {
+        let image = ctx.metadata.load();
+        let Some(topic) = image.topics.get(TRANSACTION_STATE_TOPIC) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (index, p) in topic.partitions.iter().enumerate() {
+            if p.shard != ctx.id {
+                continue;
+            }
+            let listed = self
+                .call(ctx, index as i32, |c, _| Step::Reply(c.list()))
+                .await;
+            if let Ok(Answer::Reply(list)) = listed {
+                out.extend(
+                    list.into_iter()
+                        .map(|(id, d)| (id, d.producer_id.0, d.state, d.start_timestamp_ms)),
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Sends `call` to the shard owning `transactional_id`'s coordinator, for the id's
+/// `__transaction_state` partition, and returns the answer's value. `Err`: a Kafka
+/// error code.
+pub async fn call_txn<T: TryFrom<TxnAnswer, Error = i16>>(
+    ctx: &Rc<ShardCtx>,
+    transactional_id: &str,
+    call: TxnCall,
+) -> Result<T, i16> {
     let runtime = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
     let image = ctx.metadata.load();
     let topic = image
@@ -440,10 +567,21 @@ where
         .get(partition as usize)
         .ok_or_else(coordinator_not_available)?
         .shard;
-    ctx.run_on(shard, move |ctx| async move {
-        let runtime = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
-        f(ctx, runtime, partition).await
-    })
-    .await
-    .map_err(|_| coordinator_not_available())?
+    match ctx.ask(shard, ShardRequest::Txn { partition, call }).await {
+        Ok(ShardReply::Txn(answer)) => T::try_from(answer?),
+        _ => Err(coordinator_not_available()),
+    }
+}
+
+/// ListTransactions across every shard.
+pub async fn list_all_transactions(ctx: &Rc<ShardCtx>) -> Vec<ListedTransaction> {
+    let mut out = Vec::new();
+    for shard in 0..ctx.router.shard_count() {
+        if let Ok(ShardReply::Transactions(listed)) =
+            ctx.ask(shard, ShardRequest::ListTransactions).await
+        {
+            out.extend(listed);
+        }
+    }
+    out
 }

@@ -154,9 +154,14 @@ async fn shard_with(dir: &std::path::Path, batches: &[(i64, i32, i32)]) -> Rc<Sh
     let (ctx, _) = test_support::ctx_with(test_support::image(), settings, |_| {
         crate::controller::AdminResponse::Results(Vec::new())
     });
-    ctx.open_partition(tp(), uuid::Uuid::from_u128(7), LogConfig::default())
-        .await
-        .expect("open");
+    ctx.open_partition(
+        tp(),
+        uuid::Uuid::from_u128(7),
+        LogConfig::default(),
+        crate::types::LeaderEpoch(0),
+    )
+    .await
+    .expect("open");
     let partition = ctx.partition(&tp()).expect("open");
     let mut log = partition.write().await.expect("writer");
     for &(base, epoch, records) in batches {
