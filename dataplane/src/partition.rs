@@ -7,6 +7,10 @@
 //! long-polls wait on this partition's own signal ([`Partition::listen`]), not on a
 //! process-wide one.
 //!
+//! It owns the partition's leader epoch: the controller sets it after committing it
+//! (Kafka's `makeLeader`), every leader append is stamped with it, and requests that
+//! name a current leader epoch are fenced against it here, on the owner.
+//!
 //! It also holds the read-only gate of a mirrored partition: the mirror state the
 //! control plane last gave it. A leader append checks it with the writer held, so no
 //! append slips in between a state change and the step that follows it.
