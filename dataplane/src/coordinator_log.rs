@@ -62,6 +62,27 @@ impl<C> CoordinatorSet<C> {
     }
 }
 
+/// Makes each variant of a coordinator's answer enum convert to the value it carries,
+/// so `call_group` / `call_txn` hand a caller the answer its call has; another kind of
+/// answer is UNKNOWN_SERVER_ERROR (a bug, logged).
+macro_rules! answer_carries {
+    ($answer:ident, $what:literal; $($variant:ident => $ty:ty),* $(,)?) => {$(
+        impl TryFrom<$answer> for $ty {
+            type Error = i16;
+            fn try_from(answer: $answer) -> Result<$ty, i16> {
+                match answer {
+                    $answer::$variant(v) => Ok(v),
+                    other => {
+                        tracing::error!(?other, concat!("the ", $what, " coordinator answered another call"));
+                        Err(kafka_protocol::ResponseError::UnknownServerError.code())
+                    }
+                }
+            }
+        }
+    )*};
+}
+pub(crate) use answer_carries;
+
 /// One entry of an internal-topic partition, as a coordinator replays it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LogEntry {

@@ -359,26 +359,8 @@ pub enum GroupAnswer {
     Described(Vec<DescribedGroup>),
 }
 
-/// Each answer converts to the value it carries, so [`call_group`] hands a caller the
-/// answer its call has; another kind of answer is UNKNOWN_SERVER_ERROR (a bug).
-macro_rules! answer_carries {
-    ($($variant:ident => $ty:ty),* $(,)?) => {$(
-        impl TryFrom<GroupAnswer> for $ty {
-            type Error = i16;
-            fn try_from(answer: GroupAnswer) -> Result<$ty, i16> {
-                match answer {
-                    GroupAnswer::$variant(v) => Ok(v),
-                    other => {
-                        tracing::error!(?other, "group coordinator answered another call");
-                        Err(ResponseError::UnknownServerError.code())
-                    }
-                }
-            }
-        }
-    )*};
-}
-
-answer_carries! {
+crate::coordinator_log::answer_carries! {
+    GroupAnswer, "group";
     Joined => JoinGroupResponse,
     Synced => SyncGroupResponse,
     Beat => i16,

@@ -445,24 +445,8 @@ pub enum TxnAnswer {
 /// ListTransactions: (transactional id, producer id, state, start timestamp).
 pub type ListedTransaction = (String, i64, super::TxnState, i64);
 
-macro_rules! txn_answer_carries {
-    ($($variant:ident => $ty:ty),* $(,)?) => {$(
-        impl TryFrom<TxnAnswer> for $ty {
-            type Error = i16;
-            fn try_from(answer: TxnAnswer) -> Result<$ty, i16> {
-                match answer {
-                    TxnAnswer::$variant(v) => Ok(v),
-                    other => {
-                        tracing::error!(?other, "transaction coordinator answered another call");
-                        Err(ResponseError::UnknownServerError.code())
-                    }
-                }
-            }
-        }
-    )*};
-}
-
-txn_answer_carries! {
+crate::coordinator_log::answer_carries! {
+    TxnAnswer, "transaction";
     Code => Answer<i16>,
     ProducerId => Answer<super::InitProducerIdResponse>,
     Described => Option<super::state::TxnDescription>,
