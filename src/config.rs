@@ -112,6 +112,8 @@ pub struct BrokerConfig {
     pub log_retention_check_interval_ms: u64,
     /// The `log.*` broker keys: the defaults of every topic's `LogConfig`.
     pub log: LogConfig,
+    /// `log.cleaner.*`: the shards' log cleaners.
+    pub cleaner: dataplane::log::cleaner::CleanerConfig,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     /// `group.initial.rebalance.delay.ms`.
@@ -199,6 +201,7 @@ impl Default for BrokerConfig {
             message_max_bytes: log.max_message_bytes,
             log_retention_check_interval_ms: 300_000,
             log,
+            cleaner: dataplane::log::cleaner::CleanerConfig::default(),
             offsets_topic_num_partitions: 50,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
@@ -243,6 +246,17 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "log.direct.io",
+    "log.cleanup.policy",
+    "log.cleaner.enable",
+    "log.cleaner.threads",
+    "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms",
     "producer.id.expiration.ms",
     "offsets.topic.num.partitions",
     "group.initial.rebalance.delay.ms",
@@ -467,6 +481,46 @@ impl BrokerConfig {
         if let Some((k, v)) = get("producer.id.expiration.ms") {
             self.log.producer_id_expiration_ms = int_in(k, &v, POSITIVE_I32)?;
         }
+        // Topic defaults named after the cleaner, checked as the topic configs are.
+        for (broker_key, topic_key, expected) in CLEANER_TOPIC_DEFAULTS {
+            if let Some((k, v)) = get(broker_key) {
+                dataplane::log::config::apply_topic_config(&mut self.log, topic_key, &v.shown())
+                    .map_err(|_| bad_value(k, &v, expected))?;
+            }
+        }
+        if let Some((k, v)) = get("log.cleaner.enable") {
+            self.cleaner.enable = v.boolean(k)?;
+        }
+        if let Some((k, v)) = get("log.cleaner.threads") {
+            self.cleaner.threads = int_in(k, &v, POSITIVE_I32)? as usize;
+        }
+        if let Some((k, v)) = get("log.cleaner.dedupe.buffer.size") {
+            let rule = IntRule {
+                min: 1 << 20,
+                max: i64::MAX,
+                expected: "at least 1048576 bytes",
+            };
+            self.cleaner.dedupe_buffer_size = int_in(k, &v, rule)? as u64;
+        }
+        if let Some((k, v)) = get("log.cleaner.io.buffer.load.factor") {
+            let f = v
+                .shown()
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|f| *f > 0.0 && *f <= 1.0);
+            let f = f.ok_or_else(|| bad_value(k, &v, "a number in (0, 1]"))?;
+            self.cleaner.io_buffer_load_factor = dataplane::log::config::Ratio::from_f64(f);
+        }
+        if let Some((k, v)) = get("log.cleaner.io.max.bytes.per.second") {
+            let f = v.shown().trim().parse::<f64>().ok().filter(|f| *f > 0.0);
+            let f = f.ok_or_else(|| bad_value(k, &v, "a positive number of bytes per second"))?;
+            // Kafka's default, Double.MAX_VALUE, means unthrottled.
+            self.cleaner.io_max_bytes_per_second = (f < 1e18).then_some(f as u64);
+        }
+        if let Some((k, v)) = get("log.cleaner.backoff.ms") {
+            self.cleaner.backoff_ms = int_in(k, &v, POSITIVE_I64)? as u64;
+        }
         Ok(())
     }
 
@@ -514,6 +568,36 @@ impl BrokerConfig {
         self.advertised_listen.unwrap_or(self.listen)
     }
 }
+
+/// Broker keys that set a cleaner-related topic default: (broker key, topic config, what
+/// the value must be).
+const CLEANER_TOPIC_DEFAULTS: [(&str, &str, &str); 5] = [
+    (
+        "log.cleanup.policy",
+        "cleanup.policy",
+        "delete, compact or compact,delete",
+    ),
+    (
+        "log.cleaner.delete.retention.ms",
+        "delete.retention.ms",
+        NON_NEGATIVE,
+    ),
+    (
+        "log.cleaner.min.cleanable.ratio",
+        "min.cleanable.dirty.ratio",
+        "a number from 0 to 1",
+    ),
+    (
+        "log.cleaner.min.compaction.lag.ms",
+        "min.compaction.lag.ms",
+        NON_NEGATIVE,
+    ),
+    (
+        "log.cleaner.max.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        POSITIVE,
+    ),
+];
 
 /// The `LogConfig` fields settable both as a broker default (`log.*`) and per topic.
 #[derive(Debug, Clone, Copy)]

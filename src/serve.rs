@@ -216,6 +216,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         num_partitions: config.num_partitions,
         log_retention_check_interval_ms: config.log_retention_check_interval_ms,
         default_log_config: config.log.clone(),
+        cleaner: config.cleaner.clone(),
         static_configs: {
             let mut c = config.file_keys.clone();
             c.insert("listeners".into(), format!("PLAINTEXT://{}", config.listen));
@@ -441,6 +442,10 @@ async fn run_shard(
             dataplane::net::run_listener(ctx, listener, stop, gate).await
         })
     };
+    let cleaner = glommio::spawn_local(dataplane::log::cleaner::task::run(
+        Rc::clone(&ctx),
+        settings.cleaner.clone(),
+    ));
     let housekeeping = {
         let ctx = Rc::clone(&ctx);
         let every = Duration::from_millis(settings.log_retention_check_interval_ms.max(1000));
@@ -475,6 +480,7 @@ async fn run_shard(
     ctx.mirror_fetchers.shutdown();
     let _ = gate.close().await;
     housekeeping.cancel().await;
+    cleaner.cancel().await;
     groups.cancel().await;
     txns.cancel().await;
     // Phase two once every shard has stopped serving: requests from other shards' connections
@@ -499,7 +505,13 @@ async fn create_compacted_topic(ctx: Rc<ShardCtx>, name: &'static str, partition
             name: name.to_string(),
             num_partitions: partitions,
             replication_factor: 1,
-            configs: vec![("cleanup.policy".to_string(), Some("compact".to_string()))],
+            // Kafka's `offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes`
+            // default: segments small enough for the cleaner, which never touches the
+            // active one.
+            configs: vec![
+                ("cleanup.policy".to_string(), Some("compact".to_string())),
+                ("segment.bytes".to_string(), Some("104857600".to_string())),
+            ],
         }],
         validate_only: false,
     });

@@ -225,6 +225,9 @@ impl ControllerState {
             let configs = BTreeMap::from([
                 ("cleanup.policy".to_string(), "compact".to_string()),
                 ("retention.ms".to_string(), "-1".to_string()),
+                // As Kafka's internal topics: segments small enough for the cleaner,
+                // which never touches the active one.
+                ("segment.bytes".to_string(), "104857600".to_string()),
             ]);
             self.push_new_topic(
                 &mut plan,

@@ -1671,6 +1671,7 @@ mod tests {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            cleaner: Default::default(),
             static_configs: Default::default(),
         });
         let mut ctxs = Vec::new();

@@ -197,6 +197,7 @@ pub(crate) mod test_support {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            cleaner: Default::default(),
             static_configs: Default::default(),
         }
     }

@@ -733,6 +733,7 @@ mod tests {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            cleaner: Default::default(),
             static_configs: Default::default(),
         };
         let entries = broker_entries(3, &settings);

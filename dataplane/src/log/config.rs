@@ -24,9 +24,21 @@ pub struct LogConfig {
     pub producer_id_expiration_ms: i64,
     /// `max.message.bytes`: the largest record batch accepted from a client.
     pub max_message_bytes: usize,
-    /// `cleanup.policy` includes `compact`: client records need a key. (Compaction
-    /// itself is the log cleaner's, not built yet.)
+    /// `cleanup.policy` includes `compact`: the log cleaner keeps the last record per
+    /// key, and client records need a key.
     pub compact: bool,
+    /// `cleanup.policy` includes `delete`: retention by time and size applies.
+    pub delete: bool,
+    /// `delete.retention.ms`: how long the cleaner keeps tombstones and removable
+    /// transaction markers after it first sees them (their batch's delete horizon).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: a dirty record older than this forces a clean whatever
+    /// the dirty ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`: clean once this share of the cleanable bytes is dirty.
+    pub min_cleanable_dirty_ratio: Ratio,
     /// `compression.type`: the codec leader appends store batches with.
     pub compression: TopicCompression,
     /// `message.timestamp.type=LogAppendTime`: a leader append stamps the append time
@@ -50,9 +62,40 @@ impl Default for LogConfig {
             producer_id_expiration_ms: 24 * 3600 * 1000,
             max_message_bytes: 1_048_588,
             compact: false,
+            delete: true,
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
+            min_cleanable_dirty_ratio: Ratio::from_f64(0.5),
             compression: TopicCompression::Producer,
             log_append_time: false,
             direct_io: false,
+        }
+    }
+}
+
+/// A ratio in [0, 1] kept in millionths, so that configs stay `Eq` and print back as
+/// Java prints a double (`0.5`, `1.0`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ratio(u32);
+
+impl Ratio {
+    pub fn from_f64(v: f64) -> Ratio {
+        Ratio((v.clamp(0.0, 1.0) * 1_000_000.0).round() as u32)
+    }
+
+    pub fn as_f64(self) -> f64 {
+        f64::from(self.0) / 1_000_000.0
+    }
+}
+
+impl std::fmt::Display for Ratio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let v = self.as_f64();
+        if v.fract() == 0.0 {
+            write!(f, "{v:.1}")
+        } else {
+            write!(f, "{v}")
         }
     }
 }
@@ -62,6 +105,10 @@ impl Default for LogConfig {
 pub const TOPIC_CONFIG_NAMES: &[&str] = &[
     "cleanup.policy",
     "compression.type",
+    "delete.retention.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
     "flush.messages",
     "flush.ms",
     "index.interval.bytes",
@@ -84,6 +131,15 @@ fn parse_int<T: std::str::FromStr>(name: &str, value: &str, _what: &str) -> Resu
         };
         format!("Invalid value {value} for configuration {name}: Not a number of type {ty}")
     })
+}
+
+/// A LONG config that must be at least 0.
+fn non_negative(name: &str, value: &str) -> Result<i64, String> {
+    let v: i64 = parse_int(name, value, "a non-negative integer")?;
+    if v < 0 {
+        return Err(at_least(name, value, 0));
+    }
+    Ok(v)
 }
 
 /// Kafka's message for a value below a config's minimum (`ConfigDef.Range.atLeast`).
@@ -137,10 +193,10 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             log.max_message_bytes = v as usize;
         }
         "cleanup.policy" => {
-            let mut compact = false;
+            let (mut compact, mut delete) = (false, false);
             for p in value.split(',') {
                 match p.trim() {
-                    "delete" => {}
+                    "delete" => delete = true,
                     "compact" => compact = true,
                     _ => {
                         return Err(format!(
@@ -150,6 +206,29 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
                 }
             }
             log.compact = compact;
+            log.delete = delete;
+        }
+        "delete.retention.ms" => log.delete_retention_ms = non_negative(name, value)?,
+        "min.compaction.lag.ms" => log.min_compaction_lag_ms = non_negative(name, value)?,
+        "max.compaction.lag.ms" => {
+            let v: i64 = parse_int(name, value, "a positive integer")?;
+            if v < 1 {
+                return Err(at_least(name, value, 1));
+            }
+            log.max_compaction_lag_ms = v;
+        }
+        "min.cleanable.dirty.ratio" => {
+            let v: f64 = value.trim().parse().map_err(|_| {
+                format!(
+                    "Invalid value {value} for configuration {name}: Not a number of type DOUBLE"
+                )
+            })?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!(
+                    "Invalid value {value} for configuration {name}: Value must be between 0 and 1"
+                ));
+            }
+            log.min_cleanable_dirty_ratio = Ratio::from_f64(v);
         }
         "compression.type" => {
             log.compression = TopicCompression::parse(value)
@@ -185,6 +264,22 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
 /// `.hours`), with the factor that turns the broker value into the topic value.
 pub const BROKER_TOPIC_DEFAULTS: &[(&str, &str, i64)] = &[
     ("log.cleanup.policy", "cleanup.policy", 1),
+    ("log.cleaner.delete.retention.ms", "delete.retention.ms", 1),
+    (
+        "log.cleaner.max.compaction.lag.ms",
+        "max.compaction.lag.ms",
+        1,
+    ),
+    (
+        "log.cleaner.min.cleanable.ratio",
+        "min.cleanable.dirty.ratio",
+        1,
+    ),
+    (
+        "log.cleaner.min.compaction.lag.ms",
+        "min.compaction.lag.ms",
+        1,
+    ),
     ("compression.type", "compression.type", 1),
     ("log.flush.interval.messages", "flush.messages", 1),
     ("log.flush.interval.ms", "flush.ms", 1),
@@ -252,9 +347,27 @@ pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
     vec![
         (
             "cleanup.policy",
-            if log.compact { "compact" } else { "delete" }.to_string(),
+            match (log.compact, log.delete) {
+                (true, true) => "compact,delete",
+                (true, false) => "compact",
+                _ => "delete",
+            }
+            .to_string(),
         ),
         ("compression.type", log.compression.name().to_string()),
+        ("delete.retention.ms", log.delete_retention_ms.to_string()),
+        (
+            "max.compaction.lag.ms",
+            log.max_compaction_lag_ms.to_string(),
+        ),
+        (
+            "min.cleanable.dirty.ratio",
+            log.min_cleanable_dirty_ratio.to_string(),
+        ),
+        (
+            "min.compaction.lag.ms",
+            log.min_compaction_lag_ms.to_string(),
+        ),
         ("flush.messages", unlimited(log.flush_messages)),
         ("flush.ms", unlimited(log.flush_ms)),
         ("index.interval.bytes", log.index_interval_bytes.to_string()),
@@ -292,6 +405,11 @@ mod tests {
             flush_ms: 0,
             max_message_bytes: 7000,
             compact: true,
+            delete: false,
+            delete_retention_ms: 10,
+            min_compaction_lag_ms: 20,
+            max_compaction_lag_ms: 30,
+            min_cleanable_dirty_ratio: Ratio::from_f64(0.25),
             compression: TopicCompression::Zstd,
             log_append_time: true,
             ..LogConfig::default()
@@ -319,9 +437,16 @@ mod tests {
             .expect_err("unknown")
             .contains("Unknown topic config name"));
         // Kafka's other topic configs are checked by type and accepted.
-        assert!(apply_topic_config(&mut log, "delete.retention.ms", "1000").is_ok());
         assert!(apply_topic_config(&mut log, "delete.retention.ms", "soon").is_err());
+        assert!(
+            apply_topic_config(&mut log, "min.cleanable.dirty.ratio", "1.5")
+                .expect_err("out of range")
+                .contains("between 0 and 1")
+        );
+        assert!(apply_topic_config(&mut log, "max.compaction.lag.ms", "0").is_err());
         assert!(apply_topic_config(&mut log, "message.format.version", "2.8").is_ok());
         assert_eq!(log, LogConfig::default());
+        assert_eq!(Ratio::from_f64(1.0).to_string(), "1.0");
+        assert_eq!(Ratio::from_f64(0.01).to_string(), "0.01");
     }
 }

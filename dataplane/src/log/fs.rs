@@ -268,6 +268,14 @@ pub async fn list_dir(dir: &Path) -> FsResult<Vec<String>> {
         .map_err(fs_err("list", dir))
 }
 
+/// Whether `path` exists (a metadata look-up on the blocking pool).
+pub async fn exists(path: &Path) -> bool {
+    let owned = path.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || owned.exists())
+        .await
+}
+
 /// Removes a file; a missing file is not an error.
 pub async fn remove_file(path: &Path) -> FsResult<()> {
     match glommio::io::remove(path).await {

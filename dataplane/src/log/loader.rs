@@ -9,6 +9,7 @@ use std::path::Path;
 
 use base64::Engine as _;
 
+use crate::log::cleaner;
 use crate::log::config::LogConfig;
 use crate::log::epoch_cache::LeaderEpochCache;
 use crate::log::fs;
@@ -70,7 +71,11 @@ impl PartitionLog {
             })?;
         fs::create_dir_all(&dir).await?;
         let topic_id = check_topic_id(&dir, &tp, topic_id).await?;
-        let names = fs::list_dir(&dir).await?;
+        let mut names = fs::list_dir(&dir).await?;
+        if cleaner::recover_swap(&dir, &names).await? {
+            names = fs::list_dir(&dir).await?;
+        }
+        let first_dirty = cleaner::read_checkpoint(&dir).await?;
         let clean = names.iter().any(|n| n == CLEAN_SHUTDOWN_FILE);
         let mut bases = Vec::new();
         for name in &names {
@@ -156,6 +161,9 @@ impl PartitionLog {
                 .iter()
                 .filter_map(|n| n.strip_suffix(".snapshot")?.parse::<i64>().ok().map(Offset))
                 .collect(),
+            generation: 0,
+            first_dirty_offset: first_dirty.unwrap_or(log_start_offset),
+            last_clean_ms: -1,
         };
         log.producer_state = ProducerStateManager::new(log.config.producer_id_expiration_ms);
 

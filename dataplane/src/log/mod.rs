@@ -2,6 +2,7 @@
 //! producer snapshots) with recovery. Everything here that touches files runs on the
 //! glommio executor of the shard that owns the partition.
 
+pub mod cleaner;
 pub mod config;
 pub mod epoch_cache;
 pub mod fs;

@@ -151,6 +151,14 @@ pub struct PartitionLog {
     pub(crate) unflushed_records: u64,
     pub(crate) last_flush_ms: i64,
     pub(crate) snapshots: std::collections::BTreeSet<Offset>,
+    /// Moves whenever segments are truncated or deleted (truncation, retention,
+    /// DeleteRecords), so a cleaner that read the log before knows not to swap.
+    pub(crate) generation: u64,
+    /// The cleaner's first dirty offset: below it the log was compacted
+    /// (`cleaner-offset-checkpoint`).
+    pub(crate) first_dirty_offset: Offset,
+    /// When the cleaner last finished a clean of this log (-1: never since open).
+    pub(crate) last_clean_ms: i64,
 }
 
 impl PartitionLog {
@@ -771,6 +779,8 @@ impl PartitionLog {
         if offset <= self.log_start_offset {
             return self.truncate_fully_and_start_at(offset).await;
         }
+        self.generation += 1;
+        self.first_dirty_offset = self.first_dirty_offset.min(offset);
         let doomed: Vec<Offset> = self.segments.range(offset..).map(|(b, _)| *b).collect();
         for base in doomed {
             if let Some(seg) = self.segments.remove(&base) {
@@ -803,6 +813,8 @@ impl PartitionLog {
 
     /// Deletes every segment and starts an empty log at `offset` (log start = log end).
     pub async fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
+        self.generation += 1;
+        self.first_dirty_offset = offset;
         let all: Vec<Offset> = self.segments.keys().copied().collect();
         for base in all {
             if let Some(seg) = self.segments.remove(&base) {
@@ -850,7 +862,8 @@ impl PartitionLog {
     }
 
     /// Retention: deletes whole non-active segments past `retention.ms` (newest record
-    /// older) or beyond `retention.bytes`, oldest first, and those below the log start.
+    /// older) or beyond `retention.bytes`, oldest first, when `cleanup.policy` includes
+    /// `delete`; and always those below the log start.
     /// Returns the number of segments deleted.
     pub async fn delete_old_segments(&mut self, now_ms: i64) -> Result<usize, LogError> {
         let mut deleted = 0;
@@ -872,16 +885,21 @@ impl PartitionLog {
             if next_base > self.high_watermark {
                 break;
             }
-            let by_time = self.config.retention_ms >= 0
+            // Only `cleanup.policy=delete` (alone or with compact) deletes by age and
+            // size; a compact-only log keeps every segment the cleaner left.
+            let by_time = self.config.delete
+                && self.config.retention_ms >= 0
                 && seg.max_timestamp() >= 0
                 && now_ms - seg.max_timestamp() > self.config.retention_ms;
-            let by_size = self.config.retention_bytes >= 0
+            let by_size = self.config.delete
+                && self.config.retention_bytes >= 0
                 && total - seg.size() as i64 >= self.config.retention_bytes;
             let below_start = next_base <= self.log_start_offset;
             if !(by_time || by_size || below_start) {
                 break;
             }
             total -= seg.size() as i64;
+            self.generation += 1;
             if let Some(seg) = self.segments.remove(&base) {
                 tracing::info!(tp = %self.tp, base_offset = base.0, by_time, by_size, "deleting segment");
                 seg.delete().await?;
@@ -915,6 +933,7 @@ impl PartitionLog {
                 break;
             }
             if let Some((_, seg)) = self.segments.pop_first() {
+                self.generation += 1;
                 seg.delete().await?;
             }
         }

@@ -283,6 +283,11 @@ impl LogSegment {
     pub fn max_timestamp(&self) -> i64 {
         self.max_timestamp
     }
+    /// The max timestamp of the first batch with one (what `max.compaction.lag.ms`
+    /// counts from, as `segment.ms` does).
+    pub fn first_batch_timestamp(&self) -> Option<i64> {
+        self.rolling_base_timestamp
+    }
     pub fn offset_of_max_timestamp(&self) -> Offset {
         self.offset_of_max_timestamp
     }

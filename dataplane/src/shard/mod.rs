@@ -108,6 +108,8 @@ pub struct ShardSettings {
     pub num_partitions: i32,
     pub log_retention_check_interval_ms: u64,
     pub default_log_config: LogConfig,
+    /// `log.cleaner.*`.
+    pub cleaner: crate::log::cleaner::CleanerConfig,
     /// The broker configs this broker was started with (the config file's keys and the
     /// listeners), by Kafka name, as DescribeConfigs reports them.
     pub static_configs: std::collections::BTreeMap<String, String>,
@@ -136,6 +138,8 @@ pub struct ShardCtx {
     mirror: std::cell::OnceCell<Arc<dyn crate::controller::MirrorHandle>>,
     /// Mirror fetchers of the partitions this shard owns.
     pub mirror_fetchers: crate::fetcher::MirrorFetcherManager,
+    /// The log cleaner's counters and per-partition state.
+    pub cleaner: crate::log::cleaner::CleanerState,
 }
 
 pub fn now_ms() -> i64 {
@@ -165,6 +169,7 @@ impl ShardCtx {
             txn_runtime: std::cell::OnceCell::new(),
             mirror: std::cell::OnceCell::new(),
             mirror_fetchers: crate::fetcher::MirrorFetcherManager::default(),
+            cleaner: crate::log::cleaner::CleanerState::default(),
         })
     }
 
@@ -207,6 +212,11 @@ impl ShardCtx {
 
     pub fn partition(&self, tp: &TopicPartition) -> Option<Rc<Partition>> {
         self.partitions.borrow().get(tp).cloned()
+    }
+
+    /// Every partition this shard owns.
+    pub fn partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().values().cloned().collect()
     }
 
     pub fn partition_count(&self) -> usize {

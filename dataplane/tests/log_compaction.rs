@@ -1,0 +1,365 @@
+//! Property tests of the log cleaner against an in-memory model.
+//!
+//! Random sequences of keyed puts and tombstones (plain, in committed and in aborted
+//! transactions), rolls, cleans (some stopped at a step of the swap, as a crash there
+//! would, and the log reopened from disk), clock moves and clean or unclean reopens run
+//! against a real log. After every step the log must agree with the model:
+//! - read as a table (the latest record per key, aborted transactions skipped,
+//!   tombstones deleting), it is the model's table;
+//! - every record it still holds is the model's record at that offset (offsets are kept,
+//!   nothing is invented or duplicated), and its end offset is the model's;
+//! - every transactional record still there still has its marker, and an aborted one is
+//!   still listed by the transaction index, so read_committed readers never see it.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use common::run;
+use dataplane::log::cleaner::clean::{self, CleanEnv, SwapStep, Throttle};
+use dataplane::log::cleaner::Snapshot;
+use dataplane::log::{AppendKind, LogConfig, PartitionLog};
+use dataplane::partition::Partition;
+use dataplane::types::{LeaderEpoch, Offset, ProducerEpoch, ProducerId, TopicPartition};
+use dataplane::wire::batch::BatchBuilder;
+use dataplane::wire::control::build_txn_marker;
+use dataplane::wire::records::{batch_records, encode_record};
+use proptest::prelude::*;
+
+const PID: i64 = 77;
+const RETENTION_MS: i64 = 1_000;
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("compacted", 0)
+}
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 700,
+        index_interval_bytes: 128,
+        compact: true,
+        delete: false,
+        delete_retention_ms: RETENTION_MS,
+        min_cleanable_dirty_ratio: dataplane::log::config::Ratio::from_f64(0.0),
+        retention_ms: -1,
+        ..LogConfig::default()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// One batch of (key, value; None: tombstone); `txn`: in a transaction that is then
+    /// committed (true) or aborted (false).
+    Put {
+        records: Vec<(u8, Option<u8>)>,
+        txn: Option<bool>,
+    },
+    Roll,
+    /// A clean with an offset map of `map_keys` keys' worth, stopped at a swap step
+    /// (then the log is reopened from disk) when `crash` is given.
+    Clean {
+        map_keys: usize,
+        crash: Option<u8>,
+    },
+    /// The clock moves on (delete horizons pass).
+    Tick(i64),
+    Reopen {
+        crash: bool,
+    },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (
+            prop::collection::vec((0u8..6, prop::option::weighted(0.8, 0u8..100)), 1..4),
+            prop::option::weighted(0.3, any::<bool>())
+        )
+            .prop_map(|(records, txn)| Op::Put { records, txn }),
+        1 => Just(Op::Roll),
+        3 => (prop_oneof![Just(2usize), Just(1000)], prop::option::weighted(0.3, 0u8..4))
+            .prop_map(|(map_keys, crash)| Op::Clean { map_keys, crash }),
+        1 => (1i64..1500).prop_map(Op::Tick),
+        1 => any::<bool>().prop_map(|crash| Op::Reopen { crash }),
+    ]
+}
+
+/// One data record ever appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Put {
+    key: u8,
+    value: Option<u8>,
+    /// None: not transactional; Some(committed).
+    txn: Option<bool>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    records: BTreeMap<i64, Put>,
+    markers: BTreeMap<i64, bool>,
+    end: i64,
+    sequence: i32,
+    now: i64,
+}
+
+impl Model {
+    /// The table a reader builds: latest committed value per key.
+    fn table(&self) -> BTreeMap<u8, u8> {
+        let mut t = BTreeMap::new();
+        for p in self.records.values().filter(|p| p.txn != Some(false)) {
+            match p.value {
+                Some(v) => t.insert(p.key, v),
+                None => t.remove(&p.key),
+            };
+        }
+        t
+    }
+}
+
+fn key(k: u8) -> Vec<u8> {
+    format!("key-{k}").into_bytes()
+}
+
+fn data_batch(model: &Model, records: &[(u8, Option<u8>)], txn: bool) -> Bytes {
+    let mut body = Vec::new();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let value = v.map(|v| vec![v; 40]);
+        encode_record(&mut body, i as i32, 0, Some(&key(*k)), value.as_deref());
+    }
+    let n = records.len() as i32;
+    BatchBuilder {
+        last_offset_delta: n - 1,
+        record_count: n,
+        base_timestamp: model.now,
+        max_timestamp: model.now,
+        producer_id: if txn {
+            ProducerId(PID)
+        } else {
+            ProducerId::NONE
+        },
+        producer_epoch: if txn {
+            ProducerEpoch(0)
+        } else {
+            ProducerEpoch::NONE
+        },
+        base_sequence: if txn { model.sequence } else { -1 },
+        ..BatchBuilder::default()
+    }
+    .transactional(txn)
+    .build(&body)
+}
+
+async fn open(dir: &Path, now: i64) -> Rc<Partition> {
+    let log = PartitionLog::open(dir, tp(), None, config(), now)
+        .await
+        .expect("log opens");
+    Rc::new(Partition::new(tp(), log, LeaderEpoch(0)))
+}
+
+/// Applies `op`; returns the partition (a new one after a reopen).
+async fn apply(dir: &Path, p: Rc<Partition>, model: &mut Model, op: &Op) -> Rc<Partition> {
+    match op {
+        Op::Put { records, txn } => {
+            let mut log = p.write().await.expect("writer");
+            let batch = data_batch(model, records, txn.is_some());
+            let info = log
+                .append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, model.now)
+                .await
+                .expect("append");
+            for (i, (k, v)) in records.iter().enumerate() {
+                let put = Put {
+                    key: *k,
+                    value: *v,
+                    txn: *txn,
+                };
+                model.records.insert(info.first_offset.0 + i as i64, put);
+            }
+            model.end = info.first_offset.0 + records.len() as i64;
+            if let Some(commit) = txn {
+                model.sequence += records.len() as i32;
+                let marker =
+                    build_txn_marker(*commit, ProducerId(PID), ProducerEpoch(0), 0, model.now);
+                let info = log
+                    .append_as_leader(marker, LeaderEpoch(0), AppendKind::Coordinator, model.now)
+                    .await
+                    .expect("marker");
+                model.markers.insert(info.first_offset.0, *commit);
+                model.end = info.first_offset.0 + 1;
+            }
+        }
+        Op::Roll => {
+            let mut log = p.write().await.expect("writer");
+            log.roll(model.now).await.expect("roll");
+        }
+        Op::Clean { map_keys, crash } => {
+            let snap = {
+                let log = p.read().await.expect("reader");
+                Snapshot::take(&log, model.now).expect("a compacted log")
+            };
+            let throttle = std::cell::RefCell::new(Throttle::new(f64::INFINITY));
+            let crash_at = crash.map(|c| {
+                [
+                    SwapStep::RangeWritten,
+                    SwapStep::SwapFiles,
+                    SwapStep::OldDeleted,
+                    SwapStep::Renamed,
+                ][usize::from(c) % 4]
+            });
+            let env = CleanEnv {
+                // Each key is 5 or 6 bytes.
+                map_bytes: map_keys * (6 + dataplane::log::cleaner::offset_map::ENTRY_OVERHEAD),
+                throttle: &throttle,
+                crash_at,
+            };
+            match clean::clean(&Rc::downgrade(&p), snap, &env).await {
+                Ok(_) | Err(clean::CleanError::MapTooSmall(_)) => {}
+                Err(e) => panic!("clean failed: {e}"),
+            }
+            if crash_at.is_some() {
+                // What a crash leaves: no close; then recovery.
+                drop(p);
+                return open(dir, model.now).await;
+            }
+        }
+        Op::Tick(ms) => model.now += ms,
+        Op::Reopen { crash } => {
+            if !*crash {
+                let log = Rc::try_unwrap(p)
+                    .expect("sole owner")
+                    .into_log()
+                    .expect("log");
+                log.close(model.now).await.expect("clean close");
+            } else {
+                drop(p);
+            }
+            return open(dir, model.now).await;
+        }
+    }
+    p
+}
+
+/// Every batch of the log: (base offset, is control, records as (offset, key, value),
+/// producer id, transactional).
+async fn read_back(
+    p: &Partition,
+) -> Vec<(bool, Vec<(i64, Vec<u8>, Option<Vec<u8>>)>, i64, bool, i64)> {
+    let log = p.read().await.expect("reader");
+    let mut batches = Vec::new();
+    log.for_each_batch(Offset(0), |b| batches.push(b.clone()))
+        .await
+        .expect("reads");
+    batches
+        .iter()
+        .map(|b| {
+            let recs = if b.is_control() {
+                Vec::new()
+            } else {
+                batch_records(b)
+                    .expect("records decode")
+                    .into_iter()
+                    .map(|r| {
+                        (
+                            b.base_offset().0 + i64::from(r.offset_delta),
+                            r.key.map(|k| k.to_vec()).unwrap_or_default(),
+                            r.value.map(|v| v.to_vec()),
+                        )
+                    })
+                    .collect()
+            };
+            (
+                b.is_control(),
+                recs,
+                b.producer_id().0,
+                b.is_transactional(),
+                b.base_offset().0,
+            )
+        })
+        .collect()
+}
+
+async fn check(p: &Partition, model: &Model, step: &str) {
+    let batches = read_back(p).await;
+    let log = p.read().await.expect("reader");
+    assert_eq!(log.log_end_offset().0, model.end, "{step}: log end");
+    assert_eq!(
+        log.last_stable_offset().0,
+        model.end,
+        "{step}: no open transaction"
+    );
+    let aborted_index = log.aborted_transactions(Offset(0), Offset(model.end));
+    drop(log);
+    let mut last = -1i64;
+    let mut table: BTreeMap<u8, u8> = BTreeMap::new();
+    let markers: HashMap<i64, ()> = batches.iter().filter(|b| b.0).map(|b| (b.4, ())).collect();
+    for (control, recs, _, transactional, base) in &batches {
+        if *control {
+            assert!(
+                model.markers.contains_key(base),
+                "{step}: marker at {base} is one written"
+            );
+            assert!(*base > last, "{step}: offsets increase at {base}");
+            last = *base;
+            continue;
+        }
+        for (offset, k, v) in recs {
+            assert!(*offset > last, "{step}: offsets increase at {offset}");
+            last = *offset;
+            let put = model
+                .records
+                .get(offset)
+                .unwrap_or_else(|| panic!("{step}: record at {offset} was never written"));
+            assert_eq!(k, &key(put.key), "{step}: key at {offset}");
+            assert_eq!(
+                v,
+                &put.value.map(|x| vec![x; 40]),
+                "{step}: value at {offset}"
+            );
+            if *transactional {
+                // Its marker is still there: the first marker after it.
+                let marker = model.markers.range(offset..).next().map(|(o, _)| *o);
+                let marker = marker.unwrap_or_else(|| panic!("{step}: no marker after {offset}"));
+                assert!(
+                    markers.contains_key(&marker),
+                    "{step}: transactional record {offset} outlived its marker at {marker}"
+                );
+                if put.txn == Some(false) {
+                    assert!(
+                        aborted_index
+                            .iter()
+                            .any(|t| t.first_offset.0 <= *offset && *offset <= t.last_offset.0),
+                        "{step}: aborted record {offset} is not in the transaction index"
+                    );
+                    continue;
+                }
+            }
+            match put.value {
+                Some(v) => table.insert(put.key, v),
+                None => table.remove(&put.key),
+            };
+        }
+    }
+    assert_eq!(table, model.table(), "{step}: the log read as a table");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 48,
+        max_shrink_iters: 200,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_cleaned_log_reads_as_the_same_table(ops in prop::collection::vec(op(), 1..40)) {
+        run(move || async move {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut model = Model { now: 10_000, ..Model::default() };
+            let mut p = open(dir.path(), model.now).await;
+            for (i, op) in ops.iter().enumerate() {
+                p = apply(dir.path(), p, &mut model, op).await;
+                check(&p, &model, &format!("step {i} {op:?}")).await;
+            }
+        });
+    }
+}
