@@ -116,6 +116,11 @@ pub struct BrokerConfig {
     pub cleaner: dataplane::log::cleaner::CleanerConfig,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
+    /// `offsets.topic.segment.bytes`: its segment size when created.
+    pub offsets_topic_segment_bytes: u64,
+    /// `transaction.state.log.segment.bytes`: `__transaction_state`'s segment size when
+    /// created.
+    pub transaction_state_log_segment_bytes: u64,
     /// `group.initial.rebalance.delay.ms`.
     pub group_initial_rebalance_delay_ms: i32,
     /// `group.min.session.timeout.ms`.
@@ -203,6 +208,8 @@ impl Default for BrokerConfig {
             log,
             cleaner: dataplane::log::cleaner::CleanerConfig::default(),
             offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
+            transaction_state_log_segment_bytes: 104_857_600,
             group_initial_rebalance_delay_ms: 3_000,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -259,6 +266,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.cleaner.max.compaction.lag.ms",
     "producer.id.expiration.ms",
     "offsets.topic.num.partitions",
+    "offsets.topic.segment.bytes",
+    "transaction.state.log.segment.bytes",
     "group.initial.rebalance.delay.ms",
     "group.min.session.timeout.ms",
     "group.max.session.timeout.ms",
@@ -412,6 +421,12 @@ impl BrokerConfig {
         }
         if let Some((k, v)) = get("offsets.retention.minutes") {
             self.offsets_retention_minutes = int_in(k, &v, POSITIVE_I32)?;
+        }
+        if let Some((k, v)) = get("offsets.topic.segment.bytes") {
+            self.offsets_topic_segment_bytes = int_in(k, &v, POSITIVE_I32)? as u64;
+        }
+        if let Some((k, v)) = get("transaction.state.log.segment.bytes") {
+            self.transaction_state_log_segment_bytes = int_in(k, &v, POSITIVE_I32)? as u64;
         }
         if let Some((k, v)) = get("transaction.state.log.num.partitions") {
             self.transaction_state_log_num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;

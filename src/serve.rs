@@ -217,6 +217,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         log_retention_check_interval_ms: config.log_retention_check_interval_ms,
         default_log_config: config.log.clone(),
         cleaner: config.cleaner.clone(),
+        internal_segment_bytes: (
+            config.offsets_topic_segment_bytes,
+            config.transaction_state_log_segment_bytes,
+        ),
         static_configs: {
             let mut c = config.file_keys.clone();
             c.insert("listeners".into(), format!("PLAINTEXT://{}", config.listen));
@@ -464,6 +468,7 @@ async fn run_shard(
             Rc::clone(&ctx),
             TRANSACTION_STATE_TOPIC,
             txn_partitions,
+            settings.internal_segment_bytes.1,
         ))
         .detach();
     }
@@ -495,22 +500,28 @@ async fn run_shard(
 
 /// Creates `__consumer_offsets` (compacted) through the controller.
 async fn create_offsets_topic(ctx: Rc<ShardCtx>, partitions: i32) {
-    create_compacted_topic(ctx, OFFSETS_TOPIC, partitions).await
+    let segment_bytes = ctx.settings.internal_segment_bytes.0;
+    create_compacted_topic(ctx, OFFSETS_TOPIC, partitions, segment_bytes).await
 }
 
 /// Creates an internal compacted topic through the controller.
-async fn create_compacted_topic(ctx: Rc<ShardCtx>, name: &'static str, partitions: i32) {
+async fn create_compacted_topic(
+    ctx: Rc<ShardCtx>,
+    name: &'static str,
+    partitions: i32,
+    segment_bytes: u64,
+) {
     let rx = ctx.controller.submit(AdminRequest::CreateTopics {
         topics: vec![NewTopic {
             name: name.to_string(),
             num_partitions: partitions,
             replication_factor: 1,
-            // Kafka's `offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes`
-            // default: segments small enough for the cleaner, which never touches the
+            // `offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes`, as
+            // Kafka: segments small enough for the cleaner, which never touches the
             // active one.
             configs: vec![
                 ("cleanup.policy".to_string(), Some("compact".to_string())),
-                ("segment.bytes".to_string(), Some("104857600".to_string())),
+                ("segment.bytes".to_string(), Some(segment_bytes.to_string())),
             ],
         }],
         validate_only: false,

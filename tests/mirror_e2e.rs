@@ -31,19 +31,6 @@ fn confluent_kafka_python(test: &str) -> Option<std::path::PathBuf> {
     (!skip_if(missing_python_modules(&py, &["confluent_kafka"]), test)).then_some(py)
 }
 
-fn json_field(out: &str, field: &str) -> i64 {
-    let line = out.lines().rev().find(|l| l.starts_with('{')).unwrap_or("");
-    let at = line
-        .find(&format!("\"{field}\": "))
-        .unwrap_or_else(|| panic!("no {field} in {out:?}"));
-    line[at + field.len() + 4..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '-')
-        .collect::<String>()
-        .parse()
-        .expect("number")
-}
-
 fn load(py: &std::path::Path, broker: &Broker, args: &[&str]) -> String {
     let mut all = vec!["--bootstrap".to_string(), broker.bootstrap()];
     all.extend(args.iter().map(|s| s.to_string()));
@@ -146,7 +133,7 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
             "6",
         ],
     );
-    assert_eq!(json_field(&out, "acked"), 200_000);
+    assert_eq!(support::summary_field(&out, "acked"), 200_000);
     let ends = log_ends(&a.bootstrap(), topic, 8);
 
     let r = create_mirror(&b.bootstrap(), "dr", &a.bootstrap(), &[]);
@@ -236,14 +223,14 @@ fn active_passive_byte_identical_then_failover_without_pid_collision() {
             "post",
         ],
     );
-    assert_eq!(json_field(&out, "acked"), 5000);
+    assert_eq!(support::summary_field(&out, "acked"), 5000);
     let after = consume(&py, &b, topic, 8);
     assert_eq!(
-        json_field(&after, "count") - json_field(&before, "count"),
+        support::summary_field(&after, "count") - support::summary_field(&before, "count"),
         5000,
         "every post-failover record is readable: before {before} after {after}"
     );
-    assert_eq!(json_field(&after, "duplicates"), 0);
+    assert_eq!(support::summary_field(&after, "duplicates"), 0);
 
     // dump-log shows the reset batch by name.
     let seg = b.data_dir().join(format!("{topic}-0"));
@@ -388,7 +375,7 @@ fn pause_resume_and_sigkill_of_either_side_lose_and_repeat_nothing() {
     wait_caught_up(&b, "m", &a, topic, 8);
     assert_byte_identical(&a.bootstrap(), &b.bootstrap(), topic, 8);
     let seen = consume(&py, &b, topic, 8);
-    assert_eq!(json_field(&seen, "duplicates"), 0);
+    assert_eq!(support::summary_field(&seen, "duplicates"), 0);
 }
 
 /// Failback A->B, failover on B, writes on both sides, then B->A: A's PREPARING asks B
@@ -508,7 +495,7 @@ fn failback_discards_the_unreplicated_tail_and_copies_only_newer_data() {
         ],
     );
     let after = consume(&py, &a, topic, 4);
-    assert_eq!(json_field(&after, "duplicates"), 0);
+    assert_eq!(support::summary_field(&after, "duplicates"), 0);
     assert!(after.contains("\"again\": 1000"), "{after}");
     // ...and fails back from A: it cuts exactly that diverged tail, nothing more, and
     // copies A's newer records.
@@ -654,8 +641,8 @@ fn mirror_from_mock_cluster(py: &std::path::Path, topic: &str) -> Broker {
         .expect("mock cluster line");
     let at = line.find("\"bootstrap\": \"").expect("bootstrap in line") + 14;
     let bootstrap: String = line[at..].chars().take_while(|c| *c != '"').collect();
-    assert_eq!(json_field(&line, "acked"), 4000, "{line}");
-    let source_partitions = json_field(&line, "partitions") as usize;
+    assert_eq!(support::summary_field(&line, "acked"), 4000, "{line}");
+    let source_partitions = support::summary_field(&line, "partitions") as usize;
     let b = Broker::start(BROKER_CONFIG);
     let r = create_mirror(&b.bootstrap(), "mock", &bootstrap, &[]);
     assert_eq!(r.error_code, 0, "create: {r:?}");
@@ -681,8 +668,8 @@ fn mirror_from_mock_cluster(py: &std::path::Path, topic: &str) -> Broker {
         py.to_path_buf()
     };
     let seen = consume(&reader, &b, topic, source_partitions);
-    assert_eq!(json_field(&seen, "count"), 4000, "{seen}");
-    assert_eq!(json_field(&seen, "duplicates"), 0);
+    assert_eq!(support::summary_field(&seen, "count"), 4000, "{seen}");
+    assert_eq!(support::summary_field(&seen, "duplicates"), 0);
     drop(mock.stdin.take());
     let _ = mock.wait();
     b
@@ -731,7 +718,7 @@ fn sigkill_during_preparing_and_stopping_finishes_after_restart() {
             "post",
         ],
     );
-    assert_eq!(json_field(&out, "acked"), 2000);
+    assert_eq!(support::summary_field(&out, "acked"), 2000);
     let seen = consume(&py, &b, topic, 8);
     assert!(
         seen.contains("\"post\": 2000") && seen.contains("\"r\": 40000"),
@@ -840,7 +827,7 @@ fn mirror_from_tansu() {
     );
     assert_byte_identical(&source, &b.bootstrap(), "tz", 3);
     let seen = consume(&py, &b, "tz", 3);
-    assert_eq!(json_field(&seen, "count"), 3000, "{seen}");
+    assert_eq!(support::summary_field(&seen, "count"), 3000, "{seen}");
 }
 
 /// Source partition leaders move (librdkafka mock cluster driven through its mock API):
@@ -908,7 +895,10 @@ fn mirror_follows_source_leader_moves() {
     };
     let mut mock = LeaderMock::start(&py, "moving");
     let bootstrap = mock.bootstrap.clone();
-    assert_eq!(json_field(&mock.cmd("produce 2000 a"), "acked"), 2000);
+    assert_eq!(
+        support::summary_field(&mock.cmd("produce 2000 a"), "acked"),
+        2000
+    );
     let b = Broker::start(BROKER_CONFIG);
     assert_eq!(
         create_mirror(&b.bootstrap(), "mv", &bootstrap, &[]).error_code,
@@ -929,18 +919,21 @@ fn mirror_follows_source_leader_moves() {
         |d| total(d) == 2000,
     );
     for round in 0..3 {
-        assert_eq!(json_field(&mock.cmd("move"), "moved"), 4);
+        assert_eq!(support::summary_field(&mock.cmd("move"), "moved"), 4);
         assert_eq!(
-            json_field(&mock.cmd(&format!("produce 1000 r{round}")), "acked"),
+            support::summary_field(&mock.cmd(&format!("produce 1000 r{round}")), "acked"),
             1000
         );
     }
     // Fetch errors while records arrive: the pipelined fetcher forgets its positions,
     // drops what was fetched under them and leaves no hole and no duplicate.
     for round in 0..3 {
-        assert_eq!(json_field(&mock.cmd("fetch-errors 2"), "injected"), 2);
         assert_eq!(
-            json_field(&mock.cmd(&format!("produce 1000 e{round}")), "acked"),
+            support::summary_field(&mock.cmd("fetch-errors 2"), "injected"),
+            2
+        );
+        assert_eq!(
+            support::summary_field(&mock.cmd(&format!("produce 1000 e{round}")), "acked"),
             1000
         );
     }
@@ -953,8 +946,8 @@ fn mirror_follows_source_leader_moves() {
     );
     assert_eq!(total(&d), 8000);
     let seen = consume(&py, &b, "moving", 4);
-    assert_eq!(json_field(&seen, "count"), 8000, "{seen}");
-    assert_eq!(json_field(&seen, "duplicates"), 0);
+    assert_eq!(support::summary_field(&seen, "count"), 8000, "{seen}");
+    assert_eq!(support::summary_field(&seen, "duplicates"), 0);
 }
 
 /// Partitions that restart (resume after pause) after every source leader moved twice
@@ -967,7 +960,10 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
     };
     let mut mock = LeaderMock::start(&py, "paused-move");
     let bootstrap = mock.bootstrap.clone();
-    assert_eq!(json_field(&mock.cmd("produce 1000 a"), "acked"), 1000);
+    assert_eq!(
+        support::summary_field(&mock.cmd("produce 1000 a"), "acked"),
+        1000
+    );
     let b = Broker::start(BROKER_CONFIG);
     let d = b.bootstrap();
     assert_eq!(create_mirror(&d, "pm", &bootstrap, &[]).error_code, 0);
@@ -986,9 +982,12 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
         all_in(m, "PAUSED")
     });
     for _ in 0..2 {
-        assert_eq!(json_field(&mock.cmd("move"), "moved"), 4);
+        assert_eq!(support::summary_field(&mock.cmd("move"), "moved"), 4);
     }
-    assert_eq!(json_field(&mock.cmd("produce 1000 b"), "acked"), 1000);
+    assert_eq!(
+        support::summary_field(&mock.cmd("produce 1000 b"), "acked"),
+        1000
+    );
     assert_eq!(
         pause_resume(&d, "pm", &["paused-move"], false).error_code,
         0
@@ -1001,8 +1000,8 @@ fn a_restarting_partition_follows_a_moved_source_leader() {
         |m| total(m) == 2000 && all_in(m, "MIRRORING"),
     );
     let seen = consume(&py, &b, "paused-move", 4);
-    assert_eq!(json_field(&seen, "count"), 2000, "{seen}");
-    assert_eq!(json_field(&seen, "duplicates"), 0);
+    assert_eq!(support::summary_field(&seen, "count"), 2000, "{seen}");
+    assert_eq!(support::summary_field(&seen, "duplicates"), 0);
 }
 
 /// Audit B-12: deleting a mirrored topic on the destination removes its fetcher, so a
@@ -1034,7 +1033,7 @@ fn a_deleted_mirror_topic_leaves_no_fetcher_behind() {
             &["--topic", topic, "--partitions", "2", "--count", count],
         );
         assert_eq!(
-            json_field(&out, "acked"),
+            support::summary_field(&out, "acked"),
             count.parse::<i64>().expect("count")
         );
     };
@@ -1107,7 +1106,7 @@ fn a_failover_after_a_mirrored_reset_writes_its_own_reset() {
         &a,
         &["--topic", topic, "--partitions", "2", "--count", "1000"],
     );
-    assert_eq!(json_field(&out, "acked"), 1000);
+    assert_eq!(support::summary_field(&out, "acked"), 1000);
     start_mirror(&b, "ab", &a, &[topic]);
     wait_caught_up(&b, "ab", &a, topic, 2);
     failover(&b, "ab", topic);
@@ -1219,7 +1218,7 @@ fn failover_with_an_open_transaction_and_the_source_down() {
             "post",
         ],
     );
-    assert_eq!(json_field(&out, "acked"), 1000);
+    assert_eq!(support::summary_field(&out, "acked"), 1000);
     // What B's producers write after the failover is stamped with the epoch STOPPING
     // raised (the partition's own, as Metadata reports it), not an older one.
     for p in t.partitions.iter().filter(|p| p.partition_index < 4) {
@@ -1241,7 +1240,7 @@ fn failover_with_an_open_transaction_and_the_source_down() {
     assert!(seen.contains("\"post\": 1000"), "{seen}");
     // 4000 idempotent + the committed round (50) of the first run.
     assert!(seen.contains("\"r\": 4050"), "{seen}");
-    assert_eq!(json_field(&seen, "duplicates"), 0);
+    assert_eq!(support::summary_field(&seen, "duplicates"), 0);
 }
 
 /// Starts a transactional producer that writes 200 records to 4 partitions of `topic`

@@ -833,6 +833,27 @@ pub fn dump_log_summary(data_dir: &Path, topic: &str, partition: i32) -> LogSumm
     s
 }
 
+/// An integer field of the one-line JSON summary a test client prints last (`"f": 1` as
+/// Python writes it, `"f":1` as the Java clients do).
+pub fn summary_field(out: &str, field: &str) -> i64 {
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .unwrap_or("");
+    let key = format!("\"{field}\":");
+    let at = line
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {field} in {out:?}"));
+    line[at + key.len()..]
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{field} is not a number in {line}"))
+}
+
 /// One uncompressed batch of `count` records (keys `k<i>`, values `v<i>`).
 pub fn record_batch(count: i64) -> bytes::Bytes {
     use kafka_protocol::records::{
@@ -871,6 +892,12 @@ pub fn record_batch(count: i64) -> bytes::Bytes {
 /// Produces one batch of `count` records to `topic`-`partition` (acks=all), retrying
 /// while a new topic is not ready.
 pub fn produce_batch(bootstrap: &str, topic: &str, partition: i32, count: i64) {
+    produce_raw(bootstrap, topic, partition, record_batch(count));
+}
+
+/// Produces `batch` to `topic`-`partition` (acks=all), retrying while a new topic is not
+/// ready.
+pub fn produce_raw(bootstrap: &str, topic: &str, partition: i32, batch: bytes::Bytes) {
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ProduceRequest, TopicName};
     use kafka_protocol::protocol::StrBytes;
@@ -887,7 +914,7 @@ pub fn produce_batch(bootstrap: &str, topic: &str, partition: i32, count: i64) {
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
-                .with_records(Some(record_batch(count)))])]);
+                .with_records(Some(batch))])]);
     let started = Instant::now();
     loop {
         let resp = conn.send(&request, 9).expect("produce");

@@ -198,6 +198,7 @@ pub(crate) mod test_support {
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
             cleaner: Default::default(),
+            internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
         }
     }

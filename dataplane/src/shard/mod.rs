@@ -110,6 +110,9 @@ pub struct ShardSettings {
     pub default_log_config: LogConfig,
     /// `log.cleaner.*`.
     pub cleaner: crate::log::cleaner::CleanerConfig,
+    /// `offsets.topic.segment.bytes` and `transaction.state.log.segment.bytes`: the
+    /// segment size the internal compacted topics are created with.
+    pub internal_segment_bytes: (u64, u64),
     /// The broker configs this broker was started with (the config file's keys and the
     /// listeners), by Kafka name, as DescribeConfigs reports them.
     pub static_configs: std::collections::BTreeMap<String, String>,
