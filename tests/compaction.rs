@@ -138,7 +138,10 @@ fn a_java_consumer_reads_the_last_value_per_key_of_a_compacted_topic() {
     if skip_if(missing_kafka(), "compaction with the Java clients") {
         return;
     }
-    let mut broker = Broker::start(CONFIG);
+    let port = support::free_port();
+    let mut broker = Broker::start(&format!(
+        "{CONFIG}\"metrics.listen\" = \"127.0.0.1:{port}\"\n"
+    ));
     let topic = "table";
     let shape = ["--keys", "100", "--rounds", "30", "--tombstones", "10"];
     let mut produce = shape.to_vec();
@@ -151,6 +154,28 @@ fn a_java_consumer_reads_the_last_value_per_key_of_a_compacted_topic() {
     assert!(summary_field(&read, "gaps") > 0, "offset gaps: {read}");
     for p in 0..2 {
         kafka_reads_segments(&broker.data_dir().join(format!("{topic}-{p}")));
+    }
+    // The cleaner's view, in /metrics and `twinlog topic describe`.
+    let describe = support::run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog")).args([
+            "topic",
+            "describe",
+            topic,
+            "--bootstrap-server",
+            &broker.bootstrap(),
+        ]),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(describe.success(), "{}", describe.describe());
+    eprintln!("[harness] {}", describe.stdout);
+    for p in 0..2 {
+        let line = describe
+            .stdout
+            .lines()
+            .find(|l| l.contains(&format!("Partition: {p}\tDirtyRatio: ")))
+            .unwrap_or_else(|| panic!("cleaner line of partition {p}: {}", describe.stdout));
+        assert!(!line.contains("never"), "{line}");
     }
     // A crash and recovery keep the cleaned log as it is.
     broker.restart_kill9();

@@ -557,12 +557,16 @@ struct PartitionLag {
 }
 
 /// What one shard sampled last.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct ShardSnapshot {
     partitions: usize,
     /// (mirror, state name) -> partitions.
     mirror_states: BTreeMap<(String, &'static str), u64>,
     lag: Vec<PartitionLag>,
+    /// The log cleaner's counters: bytes read, bytes written, cleans, failures.
+    cleaner: [u64; 4],
+    /// Compacted partitions: dirty ratio, last clean (ms, -1: none since start).
+    cleaning: Vec<(TopicPartition, f64, i64)>,
 }
 
 /// The sampled series: shard snapshots and the router, encoded at each scrape.
@@ -588,6 +592,30 @@ struct PartitionLabels {
     mirror: String,
     topic: String,
     partition: i32,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicPartitionLabels {
+    topic: String,
+    partition: i32,
+}
+
+fn counters<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (L, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut rows = rows.into_iter().peekable();
+    if rows.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in rows {
+        prometheus_client::metrics::counter::ConstCounter::new(value)
+            .encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 fn gauges<L: EncodeLabelSet, V: prometheus_client::encoding::EncodeGaugeValue>(
@@ -654,6 +682,57 @@ impl Collector for Sampled {
                     i64::try_from(n).unwrap_or(i64::MAX),
                 )
             }),
+        )?;
+        for (i, (name, help)) in [
+            (
+                "twinlog_log_cleaner_read_bytes",
+                "Bytes the log cleaner read, per shard",
+            ),
+            (
+                "twinlog_log_cleaner_written_bytes",
+                "Bytes the log cleaner wrote, per shard",
+            ),
+            (
+                "twinlog_log_cleaner_cleans",
+                "Partition cleans finished, per shard",
+            ),
+            (
+                "twinlog_log_cleaner_failures",
+                "Partition cleans that failed, per shard",
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            counters(
+                &mut encoder,
+                name,
+                help,
+                shards
+                    .iter()
+                    .map(|(shard, s)| (ShardLabels { shard: *shard }, s.cleaner[i])),
+            )?;
+        }
+        let cleaning: Vec<&(TopicPartition, f64, i64)> =
+            shards.values().flat_map(|s| s.cleaning.iter()).collect();
+        let tp_labels = |tp: &TopicPartition| TopicPartitionLabels {
+            topic: tp.topic.clone(),
+            partition: tp.partition,
+        };
+        gauges(
+            &mut encoder,
+            "twinlog_log_cleaner_dirty_ratio",
+            "Dirty bytes over cleanable bytes of each compacted partition, at the cleaner's last look",
+            cleaning.iter().map(|(tp, ratio, _)| (tp_labels(tp), *ratio)),
+        )?;
+        gauges(
+            &mut encoder,
+            "twinlog_log_cleaner_last_clean_timestamp_seconds",
+            "When the cleaner last finished cleaning each compacted partition (absent: not since start)",
+            cleaning
+                .iter()
+                .filter(|(_, _, at)| *at >= 0)
+                .map(|(tp, _, at)| (tp_labels(tp), *at as f64 / 1000.0)),
         )?;
         let lag: Vec<&PartitionLag> = shards.values().flat_map(|s| s.lag.iter()).collect();
         let labels = |l: &PartitionLag| PartitionLabels {
@@ -768,8 +847,22 @@ pub async fn run_shard_sampler(ctx: Rc<ShardCtx>) {
 }
 
 async fn sample_shard(ctx: &Rc<ShardCtx>) -> ShardSnapshot {
+    let c = &ctx.cleaner;
     let mut snapshot = ShardSnapshot {
         partitions: ctx.partition_count(),
+        cleaner: [
+            c.bytes_read.get(),
+            c.bytes_written.get(),
+            c.cleans.get(),
+            c.failures.get(),
+        ],
+        cleaning: c
+            .partitions
+            .borrow()
+            .iter()
+            .filter(|(tp, _)| ctx.partition(tp).is_some())
+            .map(|(tp, p)| (tp.clone(), p.dirty_ratio, p.last_clean_ms))
+            .collect(),
         ..ShardSnapshot::default()
     };
     let image = ctx.metadata.load();

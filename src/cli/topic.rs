@@ -23,6 +23,8 @@ use super::{
 const ADMIN_TIMEOUT_MS: i32 = 30_000;
 /// DescribeConfigs resource type of a topic.
 const RESOURCE_TYPE_TOPIC: i8 = 2;
+/// DescribeConfigs resource type of a broker.
+const RESOURCE_TYPE_BROKER: i8 = 4;
 /// Metadata API key.
 const METADATA_KEY: i16 = 3;
 
@@ -199,6 +201,12 @@ fn describe(admin: &mut Admin, name: &str) -> Result<(), CliError> {
     check_code(result.error_code, result.error_message.as_deref())?;
     let mut configs = result.configs;
     configs.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+    let compacted = configs.iter().any(|c| {
+        c.name.as_str() == "cleanup.policy"
+            && c.value
+                .as_ref()
+                .is_some_and(|v| v.as_str().contains("compact"))
+    });
     outln!("Configs:");
     for c in configs {
         let value = if c.is_sensitive {
@@ -213,7 +221,86 @@ fn describe(admin: &mut Admin, name: &str) -> Result<(), CliError> {
             if c.read_only { ", read-only" } else { "" }
         );
     }
+    if compacted {
+        let leaders: Vec<(i32, i32)> = topic
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.leader))
+            .collect();
+        describe_cleaner(admin, name, &leaders);
+    }
     Ok(())
+}
+
+/// The log cleaner's view of a compacted topic's partitions (dirty ratio, last clean),
+/// from the `/metrics` endpoint of each partition's leader (`metrics.listen`, found with
+/// DescribeConfigs). Kafka has no API for it; a broker without the endpoint (or not a
+/// Twinlog) gets a line saying so.
+fn describe_cleaner(admin: &mut Admin, topic: &str, leaders: &[(i32, i32)]) {
+    outln!("Cleaner:");
+    let mut by_broker: std::collections::BTreeMap<i32, Option<String>> = Default::default();
+    for (_, leader) in leaders {
+        if !by_broker.contains_key(leader) {
+            let text = metrics_listen(admin, *leader).and_then(|addr| scrape(&addr));
+            by_broker.insert(*leader, text);
+        }
+    }
+    for (partition, leader) in leaders {
+        let Some(Some(text)) = by_broker.get(leader) else {
+            outln!("	Partition: {partition}	(no metrics.listen on broker {leader}: cleaner state unknown)");
+            continue;
+        };
+        let labels = format!("{{topic=\"{topic}\",partition=\"{partition}\"}}");
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}{labels} ")))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        };
+        let ratio = value("twinlog_log_cleaner_dirty_ratio")
+            .map_or_else(|| "-".to_string(), |r| format!("{r:.3}"));
+        let last = value("twinlog_log_cleaner_last_clean_timestamp_seconds").map_or_else(
+            || "never since start".to_string(),
+            |s| {
+                let ms = (s * 1000.0) as i64;
+                let ago = (dataplane::shard::now_ms() - ms).max(0) / 1000;
+                format!("{ms} ({ago} s ago)")
+            },
+        );
+        outln!("	Partition: {partition}	DirtyRatio: {ratio}	LastCleanMs: {last}");
+    }
+}
+
+/// The broker's `metrics.listen` (a static broker config), if set.
+fn metrics_listen(admin: &mut Admin, broker: i32) -> Option<String> {
+    let request =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_TYPE_BROKER)
+            .with_resource_name(StrBytes::from_string(broker.to_string()))
+            .with_configuration_keys(Some(vec![StrBytes::from_static_str("metrics.listen")]))]);
+    let (response, _) = admin.kafka(&request, "DescribeConfigs", 1, 4).ok()?;
+    let result = response.results.into_iter().next()?;
+    result
+        .configs
+        .into_iter()
+        .find(|c| c.name.as_str() == "metrics.listen")
+        .and_then(|c| c.value)
+        .map(|v| v.to_string())
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// `GET /metrics` from `addr` (HTTP/1.0, a few seconds at most).
+fn scrape(addr: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let timeout = std::time::Duration::from_secs(5);
+    let sock: std::net::SocketAddr = addr.parse().ok()?;
+    let mut stream = std::net::TcpStream::connect_timeout(&sock, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream
+        .write_all(format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut body = String::new();
+    stream.read_to_string(&mut body).ok()?;
+    Some(body)
 }
 
 /// Kafka's `ConfigSource` names (DescribeConfigs v1+).
