@@ -257,8 +257,11 @@ fn committed_offsets_survive_the_compaction_of_consumer_offsets_and_a_restart() 
     broker.assert_healthy();
 }
 
+/// Key -> (offset, value) of its latest record.
+type Table = BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)>;
+
 /// The latest value per key of a partition, read with consumer Fetches.
-fn table_of(bootstrap: &str, topic: &str) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+fn table_of(bootstrap: &str, topic: &str) -> Table {
     let mut table = BTreeMap::new();
     for batch in read_log(bootstrap, topic, 0) {
         if batch.is_control() {
@@ -279,51 +282,16 @@ fn table_of(bootstrap: &str, topic: &str) -> BTreeMap<Vec<u8>, (i64, Option<Vec<
     table
 }
 
-#[test]
-fn a_mirrored_compacted_topic_outlives_its_retention_and_matches_the_source() {
-    // The source keeps every record (its cleaner is off), so what the destination
-    // compacts, it compacts by itself.
-    let source = Broker::start(&format!("{CONFIG}\"log.cleaner.enable\" = false\n"));
-    let dest = Broker::start(CONFIG);
-    let topic = "profiles";
-    let s = source.bootstrap();
-    // retention.ms is short, but the policy is compact alone: nothing expires.
-    let mut conn = connect(&s);
-    {
-        use kafka_protocol::messages::create_topics_request::{
-            CreatableTopic, CreatableTopicConfig,
-        };
-        use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
-        use kafka_protocol::protocol::StrBytes;
-        let cfg = |k: &str, v: &str| {
-            CreatableTopicConfig::default()
-                .with_name(StrBytes::from_string(k.into()))
-                .with_value(Some(StrBytes::from_string(v.into())))
-        };
-        let req = CreateTopicsRequest::default()
-            .with_timeout_ms(10_000)
-            .with_topics(vec![CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_string(topic.into())))
-                .with_num_partitions(1)
-                .with_replication_factor(1)
-                .with_configs(vec![
-                    cfg("cleanup.policy", "compact"),
-                    cfg("retention.ms", "1000"),
-                    cfg("segment.bytes", "4096"),
-                    cfg("min.cleanable.dirty.ratio", "0.01"),
-                ])]);
-        let r = conn.send(&req, 5).expect("CreateTopics");
-        assert_eq!(r.topics[0].error_code, 0, "{r:?}");
-    }
-    // 40 keys, 25 values each, written in batches of 10.
-    for round in 0..100 {
+/// `rounds` batches of 10 keyed records (40 keys) to `topic`-0.
+fn produce_keyed(bootstrap: &str, topic: &str, rounds: usize) {
+    for round in 0..rounds {
         let mut body = Vec::new();
         for i in 0..10 {
             let key = format!("user-{}", (round * 10 + i) % 40);
             let value = format!("v{round}-{i}-{}", "p".repeat(60));
             dataplane::wire::records::encode_record(
                 &mut body,
-                i,
+                i as i32,
                 0,
                 Some(key.as_bytes()),
                 Some(value.as_bytes()),
@@ -337,8 +305,129 @@ fn a_mirrored_compacted_topic_outlives_its_retention_and_matches_the_source() {
             ..dataplane::wire::batch::BatchBuilder::default()
         }
         .build(&body);
-        support::produce_raw(&s, topic, 0, batch);
+        support::produce_raw(bootstrap, topic, 0, batch);
     }
+}
+
+/// Creates `topic` (one partition) with these configs.
+fn create_with_configs(bootstrap: &str, topic: &str, configs: &[(&str, &str)]) {
+    use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let cfg = |(k, v): &(&str, &str)| {
+        CreatableTopicConfig::default()
+            .with_name(StrBytes::from_string(k.to_string()))
+            .with_value(Some(StrBytes::from_string(v.to_string())))
+    };
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_num_partitions(1)
+            .with_replication_factor(1)
+            .with_configs(configs.iter().map(cfg).collect())]);
+    let r = connect(bootstrap).send(&req, 5).expect("CreateTopics");
+    assert_eq!(r.topics[0].error_code, 0, "{r:?}");
+}
+
+/// A broker killed at each step of a cleaner swap (a fail point aborts the process
+/// there) comes back with the same table and end offset: nothing lost, nothing twice.
+#[test]
+fn a_crash_at_each_step_of_a_cleaner_swap_loses_and_duplicates_nothing() {
+    const POINTS: [&str; 4] = [
+        "cleaner.swap.after_range",
+        "cleaner.swap.after_swap_files",
+        "cleaner.swap.after_old_deleted",
+        "cleaner.swap.after_rename",
+    ];
+    let mut broker = Broker::start(&format!("{CONFIG}\"log.cleaner.enable\" = false\n"));
+    let b = broker.bootstrap();
+    for i in 0..POINTS.len() {
+        let topic = format!("swap-{i}");
+        create_with_configs(
+            &b,
+            &topic,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.bytes", "4096"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+            ],
+        );
+        produce_keyed(&b, &topic, 60);
+    }
+    let before: Vec<Table> = (0..POINTS.len())
+        .map(|i| table_of(&b, &format!("swap-{i}")))
+        .collect();
+    for point in POINTS {
+        // The cleaner, now on, reaches the point on its first swap and aborts the broker.
+        broker.stop_term();
+        broker.set_config(CONFIG);
+        broker.set_fail_points(&[point]);
+        broker.restart_after_stop();
+        let status = broker.wait_exit(Duration::from_secs(60));
+        assert!(!status.success(), "{point}: the fail point aborts");
+        assert!(broker.log_tail(20).contains(point), "{point}: reached");
+        broker.set_fail_points(&[]);
+        broker.set_config(&format!("{CONFIG}\"log.cleaner.enable\" = false\n"));
+        broker.restart_after_stop();
+        assert!(
+            broker
+                .log_tail(100)
+                .contains("finished an interrupted cleaner swap"),
+            "{point}: recovery finished the swap\n{}",
+            broker.log_tail(100)
+        );
+        // Whichever partition the cleaner was swapping: every one reads as before.
+        for (j, expected) in before.iter().enumerate() {
+            let topic = format!("swap-{j}");
+            let after = table_of(&broker.bootstrap(), &topic);
+            assert_eq!(&after, expected, "{point}: {topic} after recovery");
+            let offsets: Vec<i64> = read_log(&broker.bootstrap(), &topic, 0)
+                .iter()
+                .flat_map(|b| b.base_offset().0..=b.last_offset().0)
+                .collect();
+            assert!(
+                offsets.windows(2).all(|w| w[0] < w[1]),
+                "{point}: {topic}: no offset twice"
+            );
+            assert!(
+                !broker
+                    .data_dir()
+                    .join(format!("{topic}-0"))
+                    .join("cleaning")
+                    .exists(),
+                "{point}: recovery removed the cleaner's leftovers"
+            );
+        }
+    }
+    // The fail points' own ERROR lines, and no other.
+    let (_, _, panicked) = broker.log_problems();
+    assert!(!panicked, "{}", broker.log_tail(60));
+    let errors = broker.unexpected_errors("fail point reached");
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn a_mirrored_compacted_topic_outlives_its_retention_and_matches_the_source() {
+    // The source keeps every record (its cleaner is off), so what the destination
+    // compacts, it compacts by itself.
+    let source = Broker::start(&format!("{CONFIG}\"log.cleaner.enable\" = false\n"));
+    let dest = Broker::start(CONFIG);
+    let topic = "profiles";
+    let s = source.bootstrap();
+    // retention.ms is short, but the policy is compact alone: nothing expires.
+    create_with_configs(
+        &s,
+        topic,
+        &[
+            ("cleanup.policy", "compact"),
+            ("retention.ms", "1000"),
+            ("segment.bytes", "4096"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    // 40 keys, 25 values each, written in batches of 10.
+    produce_keyed(&s, topic, 100);
     let expected = table_of(&s, topic);
     assert_eq!(expected.len(), 40);
     let r = create_mirror(&dest.bootstrap(), "dr", &s, &[]);
@@ -373,6 +462,48 @@ fn a_mirrored_compacted_topic_outlives_its_retention_and_matches_the_source() {
         .map(|b| b.base_offset().0)
         .collect();
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "{offsets:?}");
+    // A source that compacted before the copy: its batches have offset gaps, which the
+    // destination keeps as they are.
+    let compacting = Broker::start(CONFIG);
+    let c = compacting.bootstrap();
+    create_with_configs(
+        &c,
+        "sessions",
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "4096"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+        ],
+    );
+    produce_keyed(&c, "sessions", 100);
+    wait_compacted(&compacting, "sessions", 0.5);
+    let gapped = table_of(&c, "sessions");
+    let source_batches: Vec<(i64, i64)> = read_log(&c, "sessions", 0)
+        .iter()
+        .map(|b| (b.base_offset().0, b.last_offset().0))
+        .collect();
+    assert!(
+        source_batches[0].0 > 0 || source_batches.windows(2).any(|w| w[1].0 > w[0].1 + 1),
+        "the source log has gaps: {source_batches:?}"
+    );
+    let r = create_mirror(&dest.bootstrap(), "dr2", &c, &[]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = add_topics(&dest.bootstrap(), "dr2", &["sessions"]);
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let ends = BTreeMap::from([(("sessions".to_string(), 0), 1000i64)]);
+    wait_for(
+        &dest.bootstrap(),
+        "dr2",
+        "catch-up",
+        Duration::from_secs(60),
+        |d| caught_up(d, &ends),
+    );
+    assert_eq!(
+        table_of(&dest.bootstrap(), "sessions"),
+        gapped,
+        "the gapped copy matches"
+    );
+    compacting.assert_healthy();
     source.assert_healthy();
     dest.assert_healthy();
 }

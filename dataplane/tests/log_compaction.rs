@@ -363,3 +363,121 @@ proptest! {
         });
     }
 }
+
+/// A log of `segments` rolled segments of one batch each (keys 0..3), written at `at`.
+async fn rolled_log(dir: &Path, config: LogConfig, segments: usize, at: i64) -> Rc<Partition> {
+    let log = PartitionLog::open(dir, tp(), None, config, at)
+        .await
+        .expect("log opens");
+    let p = Rc::new(Partition::new(tp(), log, LeaderEpoch(0)));
+    let model = Model {
+        now: at,
+        ..Model::default()
+    };
+    for _ in 0..segments {
+        let mut log = p.write().await.expect("writer");
+        let batch = data_batch(&model, &[(0, Some(1)), (1, Some(1)), (2, Some(1))], false);
+        log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, at)
+            .await
+            .expect("append");
+        log.roll(at).await.expect("roll");
+    }
+    p
+}
+
+#[test]
+fn the_dirty_ratio_and_the_compaction_lags_decide_when_a_log_is_cleaned() {
+    run(|| async {
+        const AT: i64 = 1_000_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Never cleaned: all dirty.
+        let p = rolled_log(dir.path(), config(), 3, AT).await;
+        let snap = Snapshot::take(&p.read().await.expect("reader"), AT).expect("compacted");
+        assert_eq!(
+            snap.segments.len(),
+            3,
+            "the active segment is not cleanable"
+        );
+        assert_eq!(snap.dirty_ratio(), 1.0);
+        assert!(snap.wants_cleaning());
+        drop(p);
+
+        // min.compaction.lag.ms: records younger than it are not cleanable.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let young = LogConfig {
+            min_compaction_lag_ms: 60_000,
+            ..config()
+        };
+        let p = rolled_log(dir.path(), young, 3, AT).await;
+        let snap = Snapshot::take(&p.read().await.expect("reader"), AT + 1_000).expect("compacted");
+        assert!(snap.segments.is_empty(), "{:?}", snap.segments);
+        assert!(!snap.wants_cleaning());
+        let snap =
+            Snapshot::take(&p.read().await.expect("reader"), AT + 61_000).expect("compacted");
+        assert_eq!(snap.segments.len(), 3);
+        drop(p);
+
+        // Below min.cleanable.dirty.ratio nothing is cleaned, unless max.compaction.lag.ms
+        // has passed for the oldest dirty record.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lazy = LogConfig {
+            min_cleanable_dirty_ratio: dataplane::log::config::Ratio::from_f64(1.0),
+            max_compaction_lag_ms: 10_000,
+            ..config()
+        };
+        let p = rolled_log(dir.path(), lazy, 3, AT).await;
+        let throttle = std::cell::RefCell::new(Throttle::new(f64::INFINITY));
+        let env = CleanEnv {
+            map_bytes: 1 << 20,
+            throttle: &throttle,
+            crash_at: None,
+        };
+        let snap = Snapshot::take(&p.read().await.expect("reader"), AT).expect("compacted");
+        let stats = clean::clean(&Rc::downgrade(&p), snap, &env)
+            .await
+            .expect("clean")
+            .expect("cleaned");
+        assert_eq!(stats.cleaned_to, Offset(9));
+        // Three more segments: half the cleanable bytes are dirty now.
+        {
+            let model = Model {
+                now: AT,
+                ..Model::default()
+            };
+            for _ in 0..3 {
+                let mut log = p.write().await.expect("writer");
+                let batch = data_batch(&model, &[(3, Some(1))], false);
+                log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, AT)
+                    .await
+                    .expect("append");
+                log.roll(AT).await.expect("roll");
+            }
+        }
+        let snap = Snapshot::take(&p.read().await.expect("reader"), AT + 1_000).expect("compacted");
+        assert!(
+            snap.dirty_ratio() > 0.0 && snap.dirty_ratio() < 1.0,
+            "{}",
+            snap.dirty_ratio()
+        );
+        assert!(!snap.overdue());
+        assert!(!snap.wants_cleaning(), "below the ratio");
+        let snap =
+            Snapshot::take(&p.read().await.expect("reader"), AT + 20_000).expect("compacted");
+        assert!(
+            snap.overdue() && snap.wants_cleaning(),
+            "max.compaction.lag.ms passed"
+        );
+    });
+}
+
+#[test]
+fn the_throttle_holds_the_cleaner_to_its_rate() {
+    let mut t = Throttle::new(1_000_000.0);
+    // 1 MB at 1 MB/s: about a second to wait.
+    let wait = t.account(1_000_000);
+    assert!(wait > std::time::Duration::from_millis(900), "{wait:?}");
+    assert_eq!(
+        Throttle::new(f64::INFINITY).account(1 << 30),
+        std::time::Duration::ZERO
+    );
+}

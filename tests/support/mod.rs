@@ -261,6 +261,13 @@ impl Broker {
         );
     }
 
+    /// Replaces the TOML config for the next starts.
+    pub fn set_config(&mut self, config_toml: &str) {
+        let path = self.dir.path().join("twinlog.toml");
+        fs::write(&path, config_toml).expect("write config");
+        self.config = Some(path);
+    }
+
     /// Arms these fail points (`dataplane::failpoint`) from the next start on; an empty
     /// list disarms them.
     pub fn set_fail_points(&mut self, points: &[&str]) {
@@ -398,6 +405,20 @@ impl Broker {
 }
 
 impl Broker {
+    /// The ERROR lines of every incarnation's log that do not contain `expected`.
+    pub fn unexpected_errors(&self, expected: &str) -> Vec<String> {
+        (1..=self.starts)
+            .flat_map(|n| {
+                fs::read_to_string(self.log_path(n))
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains(" ERROR ") && !l.contains(expected))
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// Panics (with the log's tail) when the broker panicked or logged an ERROR line.
     #[track_caller]
     pub fn assert_healthy(&self) {

@@ -49,6 +49,9 @@ const READ_CHUNK: usize = 1 << 20;
 /// How many cleaned bytes are buffered before one write.
 const WRITE_CHUNK: usize = 1 << 20;
 const SUFFIXES: [&str; 4] = [".index", ".timeindex", ".txnindex", ".log"];
+/// Within a chunk, the cleaner offers the shard to other tasks every this many batches
+/// (decoding and re-encoding a chunk's batches is CPU work).
+const YIELD_EVERY_BATCHES: u64 = 32;
 
 /// One segment of the cleanable range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -371,8 +374,11 @@ async fn build_map(
                 break;
             }
             let mut read = 0u64;
-            for b in &batches {
+            for (i, b) in batches.iter().enumerate() {
                 read += b.size_in_bytes() as u64;
+                if (i as u64 + 1).is_multiple_of(YIELD_EVERY_BATCHES) {
+                    glommio::executor().yield_if_needed().await;
+                }
                 if b.next_offset() <= snap.first_dirty {
                     continue;
                 }
@@ -517,6 +523,9 @@ async fn copy_cleaned(
         for b in batches {
             read += b.size_in_bytes() as u64;
             stats.batches_read += 1;
+            if stats.batches_read.is_multiple_of(YIELD_EVERY_BATCHES) {
+                glommio::executor().yield_if_needed().await;
+            }
             let (verdict, index_entry) = match rules::judge(&b, tracker, cx) {
                 Ok(v) => v,
                 Err(e) => {

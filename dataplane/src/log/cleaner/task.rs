@@ -145,11 +145,12 @@ pub async fn clean_once(
         };
         async move {
             let tp = snap.tp.clone();
+            let started = std::time::Instant::now();
             let result = clean::clean(&weak, snap, &env).await;
-            (tp, ratio, result)
+            (tp, ratio, result, started.elapsed())
         }
     });
-    for (tp, ratio, result) in futures::future::join_all(cleans).await {
+    for (tp, ratio, result, elapsed) in futures::future::join_all(cleans).await {
         match result {
             Ok(Some(stats)) => {
                 CleanerState::add(&ctx.cleaner.bytes_read, stats.bytes_read);
@@ -162,7 +163,8 @@ pub async fn clean_once(
                     %tp, dirty_ratio = ratio, read = stats.bytes_read, written = stats.bytes_written,
                     batches = stats.batches_read, dropped = stats.batches_dropped,
                     rewritten = stats.batches_rewritten, keys = stats.map_entries,
-                    cleaned_to = stats.cleaned_to.0, "log cleaned"
+                    cleaned_to = stats.cleaned_to.0, elapsed_ms = elapsed.as_millis() as u64,
+                    "log cleaned"
                 );
             }
             Ok(None) => {}
