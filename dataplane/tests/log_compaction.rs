@@ -481,3 +481,53 @@ fn the_throttle_holds_the_cleaner_to_its_rate() {
         std::time::Duration::ZERO
     );
 }
+
+#[test]
+fn a_compacted_log_rolls_its_active_segment_at_max_compaction_lag() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lagging = LogConfig {
+            segment_bytes: 1 << 20,
+            max_compaction_lag_ms: 5_000,
+            ..config()
+        };
+        let mut log = PartitionLog::open(dir.path(), tp(), None, lagging.clone(), 0)
+            .await
+            .expect("log opens");
+        let mut model = Model {
+            now: 100_000,
+            ..Model::default()
+        };
+        let batch = data_batch(&model, &[(0, Some(1))], false);
+        log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, model.now)
+            .await
+            .expect("append");
+        model.now += 6_000;
+        let batch = data_batch(&model, &[(0, Some(2))], false);
+        log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, model.now)
+            .await
+            .expect("append");
+        assert_eq!(log.segment_count(), 2, "rolled after max.compaction.lag.ms");
+        // The same log with cleanup.policy=delete keeps one segment (segment.ms is a week).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = LogConfig {
+            compact: false,
+            delete: true,
+            ..lagging
+        };
+        let mut log = PartitionLog::open(dir.path(), tp(), None, plain, 0)
+            .await
+            .expect("log opens");
+        for at in [100_000, 106_000] {
+            let m = Model {
+                now: at,
+                ..Model::default()
+            };
+            let batch = data_batch(&m, &[(0, Some(1))], false);
+            log.append_as_leader(batch, LeaderEpoch(0), AppendKind::Client, at)
+                .await
+                .expect("append");
+        }
+        assert_eq!(log.segment_count(), 1);
+    });
+}

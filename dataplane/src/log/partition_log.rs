@@ -718,7 +718,16 @@ impl PartitionLog {
         let size: u64 = placements.iter().map(|p| u64::from(p.size)).sum();
         let active = self.active_segment();
         let full = active.size() + size > self.config.segment_bytes;
-        let old = active.is_older_than(self.config.segment_ms, now_ms.max(first.max_timestamp));
+        // Kafka's maxSegmentMs: a compacted log also rolls once its active segment is
+        // older than `max.compaction.lag.ms`, so those records become cleanable in time.
+        let roll_ms = if self.config.compact {
+            self.config
+                .segment_ms
+                .min(self.config.max_compaction_lag_ms)
+        } else {
+            self.config.segment_ms
+        };
+        let old = active.is_older_than(roll_ms, now_ms.max(first.max_timestamp));
         if active.is_empty() || !(full || old || !active.can_hold_offset(last.last_offset)) {
             return Ok(());
         }
