@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mirror_support::{add_topics, caught_up, connect, create_mirror, read_log, wait_for};
-use support::kafka::{expect_ok, missing_kafka, run_java, run_tool};
+use support::kafka::{expect_ok, kafka_dump_problems, missing_kafka, run_java, run_tool};
 use support::{skip_if, summary_field, Broker};
 
 /// A cleaner that looks often; small internal topics with small segments.
@@ -114,21 +114,7 @@ fn kafka_reads_segments(dir: &Path) {
         Duration::from_secs(120),
     );
     expect_ok(&out, "kafka-dump-log");
-    let problems: Vec<&str> = out
-        .stdout
-        .lines()
-        .filter(|l| {
-            [
-                "isvalid: false",
-                "ismatch",
-                "failed sanity",
-                "Exception",
-                "orrupt",
-            ]
-            .iter()
-            .any(|m| l.contains(m))
-        })
-        .collect();
+    let problems = kafka_dump_problems(&out.stdout, true);
     assert!(problems.is_empty(), "Kafka found problems: {problems:#?}");
     assert!(out.stdout.contains("baseOffset"), "{}", out.stdout);
 }

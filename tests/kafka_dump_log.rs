@@ -16,7 +16,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use mirror_support::*;
-use support::kafka::{expect_ok, missing_kafka, run_java, run_tool, shared_kafka};
+use support::kafka::{
+    expect_ok, kafka_dump_problems, missing_kafka, run_java, run_tool, shared_kafka,
+};
 use support::{run_command, skip_if, Broker};
 
 /// Small segments (several per partition) and a dense offset index.
@@ -52,27 +54,6 @@ fn log_files(data: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
         out.extend(files);
     }
     out
-}
-
-/// Problems Kafka's DumpLogSegments reports in its output.
-fn kafka_dump_problems(stdout: &str) -> Vec<String> {
-    let markers = [
-        "isvalid: false",
-        "mismatch",
-        "Mismatch",
-        "Non-consecutive",
-        "out of order",
-        "failed sanity",
-        "Exception",
-        "Corrupt",
-        "corrupt",
-        "has no entries",
-    ];
-    stdout
-        .lines()
-        .filter(|l| markers.iter().any(|m| l.contains(m)))
-        .map(str::to_string)
-        .collect()
 }
 
 #[test]
@@ -198,7 +179,7 @@ fn kafka_dump_log_finds_no_error_in_twinlog_files_and_twinlog_dumps_kafkas() {
         Duration::from_secs(240),
     );
     expect_ok(&out, "kafka-dump-log --index-sanity-check");
-    let problems = kafka_dump_problems(&out.stdout);
+    let problems = kafka_dump_problems(&out.stdout, false);
     assert!(problems.is_empty(), "Kafka found problems: {problems:#?}");
     // DumpLogSegments' deep iteration: every index and the data it points at agree.
     let out = run_tool(
@@ -213,7 +194,7 @@ fn kafka_dump_log_finds_no_error_in_twinlog_files_and_twinlog_dumps_kafkas() {
         Duration::from_secs(240),
     );
     expect_ok(&out, "kafka-dump-log --verify-index-only");
-    let problems = kafka_dump_problems(&out.stdout);
+    let problems = kafka_dump_problems(&out.stdout, false);
     assert!(
         problems.is_empty(),
         "Kafka found index problems: {problems:#?}"

@@ -121,3 +121,32 @@ pub fn expect_ok(out: &CmdOutput, context: &str) -> String {
     eprintln!("[harness] ok in {:?}: {}", out.elapsed, out.summary());
     out.summary().to_string()
 }
+
+/// Problems Kafka's DumpLogSegments reports in its output. For a `compacted` log, offset
+/// gaps ("Non-consecutive offsets") and empty segments ("has no entries") are what
+/// compaction leaves, in Kafka's own logs too, and are not problems.
+pub fn kafka_dump_problems(stdout: &str, compacted: bool) -> Vec<String> {
+    let markers = [
+        "isvalid: false",
+        "mismatch",
+        "Mismatch",
+        "Non-consecutive",
+        "out of order",
+        "failed sanity",
+        "Exception",
+        "Corrupt",
+        "corrupt",
+        "has no entries",
+    ];
+    let allowed: &[&str] = if compacted {
+        &["Non-consecutive", "has no entries"]
+    } else {
+        &[]
+    };
+    stdout
+        .lines()
+        .filter(|l| markers.iter().any(|m| l.contains(m)))
+        .filter(|l| !allowed.iter().any(|a| l.contains(a)))
+        .map(str::to_string)
+        .collect()
+}
