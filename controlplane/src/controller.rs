@@ -17,7 +17,8 @@ use futures::FutureExt;
 use kafka_protocol::ResponseError;
 
 use crate::meta_properties::{load_or_create_cluster_id, MetaPropertiesError};
-use crate::metadata_log::{MetadataLog, MetadataLogError};
+use crate::metadata_log::MetadataLogError;
+use crate::quorum::{JournalError, MetadataJournal};
 use crate::state::{ControllerState, NodeSettings, PartitionAction, StateError};
 
 /// How the controller is set up.
@@ -47,6 +48,8 @@ pub enum ControllerError {
     MetaProperties(#[from] MetaPropertiesError),
     #[error(transparent)]
     MetadataLog(#[from] MetadataLogError),
+    #[error("metadata journal: {0}")]
+    Journal(#[from] JournalError),
     /// The metadata log holds a record that does not fit the state before it.
     #[error("replaying the metadata log: {0}")]
     Replay(#[from] StateError),
@@ -156,7 +159,7 @@ pub fn topics_to_open(image: &MetadataImage) -> Vec<PartitionToOpen> {
 /// The controller: state, metadata log, the published image and the shards.
 pub struct Controller<P: PartitionOps> {
     state: ControllerState,
-    log: MetadataLog,
+    journal: MetadataJournal,
     metadata: Arc<MetadataCell>,
     ops: P,
     new_topic_id: Box<dyn FnMut() -> uuid::Uuid + Send>,
@@ -166,7 +169,7 @@ impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
             .field("state", &self.state)
-            .field("log", &self.log)
+            .field("journal", &self.journal)
             .field("ops", &self.ops)
             .finish_non_exhaustive()
     }
@@ -181,7 +184,7 @@ impl<P: PartitionOps> Controller<P> {
         ops: P,
     ) -> Result<Self, ControllerError> {
         let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
-        let (log, records) = MetadataLog::open(&config.data_dir)?;
+        let (journal, replay) = MetadataJournal::open(&config.data_dir, config.node_id)?;
         let mut state = ControllerState::new(NodeSettings {
             cluster_id,
             node_id: config.node_id,
@@ -191,12 +194,18 @@ impl<P: PartitionOps> Controller<P> {
             shard_count: ops.shard_count(),
             mirror_state_partitions: config.mirror_state_partitions.max(1),
         });
-        for record in &records {
+        for record in &replay.snapshot {
+            state.apply(record)?;
+        }
+        if replay.snapshot_applied > 0 {
+            state.set_applied(replay.snapshot_applied);
+        }
+        for record in &replay.committed {
             state.apply(record)?;
         }
         let mut controller = Controller {
             state,
-            log,
+            journal,
             metadata,
             ops,
             new_topic_id: Box::new(uuid::Uuid::new_v4),
@@ -208,7 +217,7 @@ impl<P: PartitionOps> Controller<P> {
                 shards = controller.ops.shard_count(),
                 "shard count went down; placing partitions of missing shards again"
             );
-            controller.log.append(&moves)?;
+            controller.journal.append(&moves)?;
             controller.apply_committed(&moves);
         }
         tracing::info!(
@@ -258,7 +267,7 @@ impl<P: PartitionOps> Controller<P> {
     pub fn handle(&mut self, request: &AdminRequest) -> AdminResponse {
         let plan = self.state.plan(request, &mut *self.new_topic_id);
         if !plan.records.is_empty() {
-            if let Err(e) = self.log.append(&plan.records) {
+            if let Err(e) = self.journal.append(&plan.records) {
                 return AdminResponse::Failed {
                     error_code: ResponseError::KafkaStorageError.code(),
                     message: format!("could not write the metadata log: {e}"),
@@ -266,6 +275,14 @@ impl<P: PartitionOps> Controller<P> {
             }
             self.apply_committed(&plan.records);
             self.publish();
+            let state = &self.state;
+            if let Err(e) = self
+                .journal
+                .maybe_snapshot(state.applied(), || state.image_records())
+            {
+                // The log just stays longer until the next attempt.
+                tracing::error!(error = %e, "cannot take a metadata snapshot");
+            }
         }
         let mut response = plan.response;
         log_outcome(request, &response);
@@ -818,7 +835,9 @@ mod tests {
             name: "mirror.name".into(),
             value: Some("m".into()),
         };
-        c.log.append(std::slice::from_ref(&record)).expect("append");
+        c.journal
+            .append(std::slice::from_ref(&record))
+            .expect("append");
         c.apply_committed(&[record]);
         let r = results(c.handle(&AdminRequest::AlterTopicConfigs {
             topic: "a".into(),
@@ -1005,6 +1024,48 @@ mod tests {
             .find(|o| o.tp == TopicPartition::new("c", 3))
             .expect("c-3");
         assert_eq!(c3.config.segment_bytes, 4096);
+    }
+
+    /// The metadata snapshot (every `SNAPSHOT_EVERY` entries, taken here at once) holds the
+    /// whole state: topics, partitions with their epochs, topic and broker configs and the
+    /// producer-id mark; with the entries after it, a reopen gives the same image.
+    #[test]
+    fn a_snapshot_and_the_entries_after_it_give_the_same_image() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut c, cell) = open(dir.path(), 4);
+        create(
+            &mut c,
+            vec![topic("a", 3, &[("retention.ms", "77")]), topic("b", 2, &[])],
+        );
+        c.handle(&AdminRequest::AlterBrokerConfigs {
+            broker: String::new(),
+            configs: vec![("log.retention.ms".into(), Some("3600000".into()))],
+            incremental: true,
+            validate_only: false,
+        });
+        c.handle(&AdminRequest::BumpLeaderEpochs {
+            partitions: vec![(TopicPartition::new("a", 1), 4)],
+        });
+        c.handle(&AdminRequest::AllocateProducerIds { count: 10 });
+        let state = &c.state;
+        c.journal
+            .snapshot(state.applied(), &state.image_records())
+            .expect("snapshot");
+        c.handle(&AdminRequest::DeleteTopics {
+            names: vec!["b".into()],
+        });
+        create(&mut c, vec![topic("c", 1, &[("segment.bytes", "4096")])]);
+        let before = cell.load();
+        drop(c);
+        let (c2, cell2) = open(dir.path(), 4);
+        assert_eq!(*cell2.load(), *before);
+        assert_eq!(c2.state().next_producer_id(), 10);
+        let a1 = cell2
+            .load()
+            .partition(&TopicPartition::new("a", 1))
+            .expect("a-1")
+            .leader_epoch;
+        assert_eq!(a1, 5);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod metadata_log;
 pub mod metrics_http;
 pub mod mirror;
 pub mod mirror_admin;
+pub mod quorum;
 pub mod state;
 pub mod thread;
 

@@ -263,6 +263,58 @@ impl ControllerState {
         self.applied
     }
 
+    /// After a snapshot's records are replayed: how many records the state had applied
+    /// when the snapshot was taken.
+    pub(crate) fn set_applied(&mut self, applied: u64) {
+        self.applied = applied;
+    }
+
+    /// Records that rebuild this state from nothing (a snapshot of the metadata): broker
+    /// and mirror configs first (topic defaults follow them), then each topic with its
+    /// partitions and configs, then the producer-id high-water mark.
+    pub fn image_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for ((resource_type, resource_name), configs) in &self.other_configs {
+            for (name, value) in configs {
+                out.push(MetadataRecord::Config {
+                    resource_type: *resource_type,
+                    resource_name: resource_name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        for topic in self.topics.values() {
+            out.push(MetadataRecord::Topic {
+                name: topic.name.clone(),
+                id: topic.id,
+            });
+            for p in &topic.partitions {
+                out.push(MetadataRecord::Partition {
+                    topic_id: topic.id,
+                    partition: p.partition,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    shard: p.shard as u32,
+                });
+            }
+            for (name, value) in &topic.configs {
+                out.push(MetadataRecord::Config {
+                    resource_type: ConfigResourceType::Topic,
+                    resource_name: topic.name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        if self.next_producer_id > 0 {
+            out.push(MetadataRecord::ProducerIds {
+                next_block_start: self.next_producer_id,
+            });
+        }
+        out
+    }
+
     /// Broker (`ConfigResourceType::Broker`) or mirror configs of one resource.
     pub fn resource_configs(
         &self,

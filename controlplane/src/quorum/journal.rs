@@ -1,0 +1,213 @@
+//! The controller's metadata journal on the quorum: each admin request's records are one
+//! Raft entry, committed before the controller applies them, and the metadata is
+//! snapshotted into the Raft store every [`SNAPSHOT_EVERY`] entries so the log stays
+//! short. This node is the quorum's only voter for now (the cluster issue's transport
+//! and membership come next): a proposal commits as soon as it is fsynced.
+//!
+//! Entry data: the batch's records, each `[u32 length][record]` (`MetadataRecord::encode`).
+//! Snapshot data: `[u64 records applied]` then the records that rebuild the state
+//! (`ControllerState::image_records`).
+//!
+//! A data directory from before the quorum (`__cluster_metadata/metadata.log`) is imported
+//! once: its records become the first snapshot and the file is renamed
+//! `metadata.log.imported`.
+
+use std::path::Path;
+
+use super::node::{QuorumError, QuorumNode, QuorumTiming};
+use super::storage::RaftStore;
+use crate::metadata_log::{
+    MetadataLog, MetadataLogError, MetadataRecord, METADATA_DIR, METADATA_LOG_FILE,
+};
+
+/// Entries between two snapshots.
+pub const SNAPSHOT_EVERY: usize = 1000;
+/// How many Ready rounds a single-voter commit may take before it is given up.
+const COMMIT_ROUNDS_MAX: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error(transparent)]
+    Quorum(#[from] QuorumError),
+    #[error(transparent)]
+    Store(#[from] super::storage::StoreError),
+    #[error(transparent)]
+    Legacy(#[from] MetadataLogError),
+    #[error("metadata entry {index}: {reason}")]
+    Corrupt { index: u64, reason: String },
+    #[error("the proposal at index {0} did not commit")]
+    NotCommitted(u64),
+    #[error("importing {path}: {source}")]
+    Import {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub fn encode_batch(records: &[MetadataRecord]) -> Result<Vec<u8>, MetadataLogError> {
+    let mut out = Vec::new();
+    for r in records {
+        let payload = r.encode(false)?;
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(&payload);
+    }
+    Ok(out)
+}
+
+pub fn decode_batch(index: u64, data: &[u8]) -> Result<Vec<MetadataRecord>, JournalError> {
+    let corrupt = |reason: String| JournalError::Corrupt { index, reason };
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < data.len() {
+        let len = data
+            .get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or_else(|| corrupt("a truncated record length".into()))?;
+        let payload = data
+            .get(at + 4..at + 4 + len)
+            .ok_or_else(|| corrupt("a truncated record".into()))?;
+        let (record, _) = MetadataRecord::decode(payload).map_err(|e| corrupt(e.to_string()))?;
+        out.push(record);
+        at += 4 + len;
+    }
+    Ok(out)
+}
+
+fn encode_snapshot(applied: u64, records: &[MetadataRecord]) -> Result<Vec<u8>, MetadataLogError> {
+    let mut out = applied.to_be_bytes().to_vec();
+    out.extend(encode_batch(records)?);
+    Ok(out)
+}
+
+/// (records applied when it was taken, its records).
+fn decode_snapshot(index: u64, data: &[u8]) -> Result<(u64, Vec<MetadataRecord>), JournalError> {
+    if data.is_empty() {
+        return Ok((0, Vec::new()));
+    }
+    let applied = data
+        .get(..8)
+        .map(|b| u64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .ok_or_else(|| JournalError::Corrupt {
+            index,
+            reason: "a snapshot shorter than its header".into(),
+        })?;
+    Ok((applied, decode_batch(index, &data[8..])?))
+}
+
+/// What the journal hands the controller at open: the snapshot's records and applied
+/// count, then the records committed after it.
+#[derive(Debug, Default)]
+pub struct Replay {
+    pub snapshot_applied: u64,
+    pub snapshot: Vec<MetadataRecord>,
+    pub committed: Vec<MetadataRecord>,
+}
+
+#[derive(Debug)]
+pub struct MetadataJournal {
+    node: QuorumNode,
+}
+
+/// The Raft id of a Kafka node id (Raft ids start at 1, Kafka's at 0).
+pub fn raft_id(node_id: i32) -> u64 {
+    u64::try_from(node_id).unwrap_or(0) + 1
+}
+
+impl MetadataJournal {
+    /// Opens the journal of `node_id` under `data_dir` and replays it.
+    pub fn open(data_dir: &Path, node_id: i32) -> Result<(MetadataJournal, Replay), JournalError> {
+        let store = RaftStore::open(data_dir)?;
+        let id = raft_id(node_id);
+        if store.is_fresh() {
+            let legacy = data_dir.join(METADATA_DIR).join(METADATA_LOG_FILE);
+            let records = if legacy.exists() {
+                let (_, records) = MetadataLog::open(data_dir)?;
+                records
+            } else {
+                Vec::new()
+            };
+            let count = records.len() as u64;
+            store.bootstrap_with(&[id], encode_snapshot(count, &records)?)?;
+            if legacy.exists() {
+                let moved = legacy.with_file_name(format!("{METADATA_LOG_FILE}.imported"));
+                std::fs::rename(&legacy, &moved).map_err(|source| JournalError::Import {
+                    path: legacy.display().to_string(),
+                    source,
+                })?;
+                tracing::info!(records = count, from = %legacy.display(), "metadata log imported into the quorum's first snapshot");
+            }
+        }
+        let snap = store.latest_snapshot();
+        let snap_index = snap.get_metadata().index;
+        let (snapshot_applied, snapshot) = decode_snapshot(snap_index, &snap.data)?;
+        let mut node = QuorumNode::open(id, &[id], store, QuorumTiming::default())?;
+        node.campaign()?;
+        let mut replay = Replay {
+            snapshot_applied,
+            snapshot,
+            committed: Vec::new(),
+        };
+        for _ in 0..COMMIT_ROUNDS_MAX {
+            let progress = node.drive()?;
+            if progress.committed.is_empty() && progress.messages.is_empty() && !node.has_ready() {
+                break;
+            }
+            for e in progress.committed {
+                replay.committed.extend(decode_batch(e.index, &e.data)?);
+            }
+        }
+        Ok((MetadataJournal { node }, replay))
+    }
+
+    /// Commits one batch: durable (fsynced) on return.
+    pub fn append(&mut self, batch: &[MetadataRecord]) -> Result<(), JournalError> {
+        let data = encode_batch(batch)?;
+        self.node.propose(data)?;
+        let index = self.node.last_index();
+        for _ in 0..COMMIT_ROUNDS_MAX {
+            let progress = self.node.drive()?;
+            if progress.committed.iter().any(|e| e.index >= index) || self.node.committed() >= index
+            {
+                return Ok(());
+            }
+        }
+        Err(JournalError::NotCommitted(index))
+    }
+
+    /// Entries since the last snapshot.
+    pub fn entries_since_snapshot(&self) -> usize {
+        self.node.store().entry_count()
+    }
+
+    /// Snapshots the metadata when enough entries have piled up since the last one.
+    /// `records` rebuilds the state as of everything committed; `applied` is its count.
+    pub fn maybe_snapshot(
+        &mut self,
+        applied: u64,
+        records: impl FnOnce() -> Vec<MetadataRecord>,
+    ) -> Result<bool, JournalError> {
+        if self.entries_since_snapshot() < SNAPSHOT_EVERY {
+            return Ok(false);
+        }
+        self.snapshot(applied, &records())?;
+        Ok(true)
+    }
+
+    /// Snapshots the metadata now.
+    pub fn snapshot(
+        &mut self,
+        applied: u64,
+        records: &[MetadataRecord],
+    ) -> Result<(), JournalError> {
+        self.node.compact(encode_snapshot(applied, records)?)?;
+        tracing::info!(
+            records = records.len(),
+            "metadata snapshot taken; the quorum log is truncated"
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
