@@ -7,6 +7,7 @@
 //! [`dataplane::controller::ControllerHandle`] to the shards, and call
 //! [`ControllerThread::shutdown`] after the shards have stopped.
 
+pub mod applier;
 pub mod controller;
 pub mod meta_properties;
 pub mod metadata_log;

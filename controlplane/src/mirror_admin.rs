@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 
 use dataplane::controller::{AdminResponse, AdminResult};
 use dataplane::metadata::default_shard;
-use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, mirror_name_value, DesiredMirrorState, MirrorTopicMetadata, MIRROR_NAME_CONFIG,
     MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
@@ -15,7 +14,7 @@ use dataplane::wire::mirror::{
 use kafka_protocol::ResponseError;
 
 use crate::metadata_log::{ConfigResourceType, MetadataRecord};
-use crate::state::{effective_log_config, ControllerState, PartitionAction, Plan};
+use crate::state::{ControllerState, Plan};
 
 /// The compacted internal topic holding mirror partition states and LMEs.
 pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
@@ -231,7 +230,6 @@ impl ControllerState {
             ]);
             self.push_new_topic(
                 &mut plan,
-                0,
                 MIRROR_STATE_TOPIC,
                 id,
                 self.settings.mirror_state_partitions,
@@ -258,7 +256,7 @@ impl ControllerState {
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(topics.len());
         let mut claimed_ids = std::collections::HashSet::new();
-        for (index, t) in topics.iter().enumerate() {
+        for t in topics {
             let name = t.name.as_str();
             let fail = |code: i16, msg: String| AdminResult::err(name, code, msg);
             let result = if let Err(m) = crate::state::validate_topic_name(name) {
@@ -315,7 +313,7 @@ impl ControllerState {
                     _ => {
                         let current = local.partitions.len() as i32;
                         for p in current..t.num_partitions {
-                            self.push_partition(&mut plan, index, local, p);
+                            self.push_partition(&mut plan, local, p);
                         }
                         plan.records.push(MetadataRecord::Config {
                             resource_type: ConfigResourceType::Topic,
@@ -362,7 +360,7 @@ impl ControllerState {
                 } else {
                     t.topic_id
                 };
-                self.push_new_topic(&mut plan, index, name, id, t.num_partitions, configs);
+                self.push_new_topic(&mut plan, name, id, t.num_partitions, configs);
                 AdminResult::ok(name)
             };
             results.push(result);
@@ -552,17 +550,15 @@ impl ControllerState {
         plan
     }
 
-    /// Records and partition opens for a new topic with a known id.
+    /// Records for a new topic with a known id.
     pub(crate) fn push_new_topic(
         &self,
         plan: &mut Plan,
-        result_index: usize,
         name: &str,
         id: uuid::Uuid,
         partitions: i32,
         configs: BTreeMap<String, String>,
     ) {
-        let log_config = effective_log_config(&self.settings.default_log_config, &configs);
         plan.records.push(MetadataRecord::Topic {
             name: name.to_string(),
             id,
@@ -576,13 +572,6 @@ impl ControllerState {
                 leader_epoch: 0,
                 shard: shard as u32,
             });
-            plan.actions.push(PartitionAction::Open {
-                result_index,
-                tp: TopicPartition::new(name, p),
-                topic_id: id,
-                config: log_config.clone(),
-                shard,
-            });
         }
         for (key, value) in configs {
             plan.records.push(MetadataRecord::Config {
@@ -594,13 +583,7 @@ impl ControllerState {
         }
     }
 
-    fn push_partition(
-        &self,
-        plan: &mut Plan,
-        result_index: usize,
-        topic: &dataplane::metadata::TopicImage,
-        p: i32,
-    ) {
+    fn push_partition(&self, plan: &mut Plan, topic: &dataplane::metadata::TopicImage, p: i32) {
         let shard = default_shard(&topic.name, p, self.settings.shard_count);
         plan.records.push(MetadataRecord::Partition {
             topic_id: topic.id,
@@ -608,13 +591,6 @@ impl ControllerState {
             leader: self.settings.node_id,
             leader_epoch: 0,
             shard: shard as u32,
-        });
-        plan.actions.push(PartitionAction::Open {
-            result_index,
-            tp: TopicPartition::new(topic.name.clone(), p),
-            topic_id: topic.id,
-            config: topic.log_config.clone(),
-            shard,
         });
     }
 }

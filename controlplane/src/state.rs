@@ -186,6 +186,15 @@ pub enum PartitionAction {
 }
 
 impl PartitionAction {
+    pub fn tp(&self) -> &TopicPartition {
+        match self {
+            PartitionAction::Open { tp, .. }
+            | PartitionAction::Delete { tp, .. }
+            | PartitionAction::UpdateConfig { tp, .. }
+            | PartitionAction::MakeLeader { tp, .. } => tp,
+        }
+    }
+
     pub fn result_index(&self) -> usize {
         match self {
             PartitionAction::Open { result_index, .. }
@@ -196,12 +205,12 @@ impl PartitionAction {
     }
 }
 
-/// What an admin request does: `records` are written as one batch and applied, then
-/// `actions` run on the shards, then `response` (with action failures folded in) is sent.
+/// What an admin request does: `records` are committed as one batch and applied, the
+/// shard work they mean is worked out from the images (`crate::applier`) and run, then
+/// `response` (with that work's failures folded in) is sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub records: Vec<MetadataRecord>,
-    pub actions: Vec<PartitionAction>,
     pub response: AdminResponse,
 }
 
@@ -209,7 +218,6 @@ impl Plan {
     pub(crate) fn answer(response: AdminResponse) -> Self {
         Plan {
             records: Vec::new(),
-            actions: Vec::new(),
             response,
         }
     }
@@ -584,13 +592,12 @@ impl ControllerState {
         let duplicates = duplicates(topics.iter().map(|t| t.name.as_str()));
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(topics.len());
-        for (index, topic) in topics.iter().enumerate() {
+        for topic in topics {
             let result = match self.validate_new_topic(topic, &duplicates) {
                 Err(result) => result,
                 Ok(_) if validate_only => AdminResult::ok(&topic.name),
                 Ok((partitions, configs)) => {
                     let id = self.new_topic_id(new_topic_id);
-                    let log_config = effective_log_config(&self.topic_defaults(), &configs);
                     plan.records.push(MetadataRecord::Topic {
                         name: topic.name.clone(),
                         id,
@@ -603,13 +610,6 @@ impl ControllerState {
                             leader: self.settings.node_id,
                             leader_epoch: 0,
                             shard: shard as u32,
-                        });
-                        plan.actions.push(PartitionAction::Open {
-                            result_index: index,
-                            tp: TopicPartition::new(topic.name.clone(), p),
-                            topic_id: id,
-                            config: log_config.clone(),
-                            shard,
                         });
                     }
                     for (name, value) in configs {
@@ -705,7 +705,7 @@ impl ControllerState {
         let duplicates = duplicates(names.iter().map(String::as_str));
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(names.len());
-        for (index, name) in names.iter().enumerate() {
+        for name in names {
             let fail =
                 |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
             let result = if duplicates.contains(name.as_str()) {
@@ -722,13 +722,6 @@ impl ControllerState {
                 } else {
                     plan.records
                         .push(MetadataRecord::RemoveTopic { id: topic.id });
-                    for p in &topic.partitions {
-                        plan.actions.push(PartitionAction::Delete {
-                            result_index: index,
-                            tp: TopicPartition::new(name.clone(), p.partition),
-                            shard: p.shard,
-                        });
-                    }
                     AdminResult::ok(name)
                 }
             } else {
@@ -747,7 +740,7 @@ impl ControllerState {
         let duplicates = duplicates(topics.iter().map(|(n, _)| n.as_str()));
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(topics.len());
-        for (index, (name, count)) in topics.iter().enumerate() {
+        for (name, count) in topics {
             let fail =
                 |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
             let count = *count;
@@ -785,13 +778,6 @@ impl ControllerState {
                                 leader: self.settings.node_id,
                                 leader_epoch: 0,
                                 shard: shard as u32,
-                            });
-                            plan.actions.push(PartitionAction::Open {
-                                result_index: index,
-                                tp: TopicPartition::new(name.clone(), p),
-                                topic_id: topic.id,
-                                config: topic.log_config.clone(),
-                                shard,
                             });
                         }
                     }
@@ -877,25 +863,6 @@ impl ControllerState {
             return plan;
         }
         plan.records = config_change_records(ConfigResourceType::Broker, broker, &current, &target);
-        let defaults = topic_defaults_with(
-            &self.settings.default_log_config,
-            &others,
-            self.settings.node_id,
-        );
-        for topic in self.topics.values() {
-            let config = effective_log_config(&defaults, &topic.configs);
-            if config == topic.log_config {
-                continue;
-            }
-            for p in &topic.partitions {
-                plan.actions.push(PartitionAction::UpdateConfig {
-                    result_index: 0,
-                    tp: TopicPartition::new(&topic.name, p.partition),
-                    config: config.clone(),
-                    shard: p.shard,
-                });
-            }
-        }
         plan
     }
 
@@ -962,15 +929,6 @@ impl ControllerState {
         if plan.records.is_empty() {
             return plan;
         }
-        let config = effective_log_config(&self.topic_defaults(), &target);
-        for p in &topic.partitions {
-            plan.actions.push(PartitionAction::UpdateConfig {
-                result_index: 0,
-                tp: TopicPartition::new(name, p.partition),
-                config: config.clone(),
-                shard: p.shard,
-            });
-        }
         plan
     }
 
@@ -1006,12 +964,6 @@ impl ControllerState {
                     leader_epoch: epoch,
                     shard: p.shard as u32,
                 });
-                plan.actions.push(PartitionAction::MakeLeader {
-                    result_index: results.len(),
-                    tp: tp.clone(),
-                    leader_epoch: epoch,
-                    shard: p.shard,
-                });
             }
             results.push(AdminResult::ok(label));
         }
@@ -1037,7 +989,6 @@ impl ControllerState {
         };
         Plan {
             records: vec![MetadataRecord::ProducerIds { next_block_start }],
-            actions: Vec::new(),
             response: AdminResponse::ProducerIds { first, count },
         }
     }

@@ -24,8 +24,8 @@ fn wait_leader(members: &BTreeMap<u64, QuorumHandle>) -> u64 {
         // One of these members leads, and the others know it (a stopped member is not
         // a leader, whatever the others still believe).
         if let Some(l) = statuses.first().and_then(|s| s.leader) {
-            let agreed = statuses.len() == members.len()
-                && statuses.iter().all(|s| s.leader == Some(l));
+            let agreed =
+                statuses.len() == members.len() && statuses.iter().all(|s| s.leader == Some(l));
             if agreed && members.contains_key(&l) {
                 return l;
             }
