@@ -30,6 +30,27 @@ enum Command {
     Mirror(cli::mirror::MirrorArgs),
     /// Create, list, describe and delete topics (like kafka-topics.sh).
     Topic(cli::topic::TopicArgs),
+    /// Prepare a data directory (like kafka-storage format): write meta.properties with
+    /// the cluster id and this node's id.
+    Format {
+        /// The data directory (default: the config's log.dirs, else ./data).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// The cluster id (`twinlog random-uuid` makes one).
+        #[arg(long, short = 't', value_name = "ID")]
+        cluster_id: String,
+        /// This node's id (default: the config's node.id, else 0).
+        #[arg(long)]
+        node_id: Option<i32>,
+        /// The broker config file (TOML), for log.dirs and node.id.
+        #[arg(long, short = 'c', value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Leave a directory that is already formatted as it is, instead of failing.
+        #[arg(long, short = 'g')]
+        ignore_formatted: bool,
+    },
+    /// Print a new random cluster id (like kafka-storage random-uuid).
+    RandomUuid,
     /// Print log segments, indexes, producer snapshots and epoch checkpoints like
     /// kafka-dump-log.sh.
     DumpLog {
@@ -67,6 +88,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::RandomUuid => {
+            println!(
+                "{}",
+                controlplane::meta_properties::new_cluster_id(uuid::Uuid::new_v4)
+            );
+            ExitCode::SUCCESS
+        }
+        Command::Format {
+            data_dir,
+            cluster_id,
+            node_id,
+            config,
+            ignore_formatted,
+        } => format(data_dir, &cluster_id, node_id, config, ignore_formatted),
         Command::DumpLog {
             files,
             records,
@@ -85,6 +120,52 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// `twinlog format`: the directory and node id from the flags, else the config file,
+/// else the defaults a bare `twinlog serve` uses.
+fn format(
+    data_dir: Option<PathBuf>,
+    cluster_id: &str,
+    node_id: Option<i32>,
+    config: Option<PathBuf>,
+    ignore_formatted: bool,
+) -> ExitCode {
+    let file = match config
+        .as_deref()
+        .map(config::BrokerConfig::load)
+        .transpose()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("twinlog format: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let defaults = config::BrokerConfig::default();
+    let base = file.as_ref().unwrap_or(&defaults);
+    let dir = data_dir.unwrap_or_else(|| base.data_dir.clone());
+    let node = node_id.unwrap_or(base.node_id);
+    match controlplane::meta_properties::format(&dir, cluster_id, node, ignore_formatted) {
+        Ok(controlplane::meta_properties::Formatted::Now(id)) => {
+            println!(
+                "Formatting {} with cluster.id {id} and node.id {node}",
+                dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(controlplane::meta_properties::Formatted::Already(id)) => {
+            println!(
+                "{} is already formatted (cluster.id {id}): left as it is",
+                dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("twinlog format: {e}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -57,28 +57,99 @@ pub fn load_or_create_cluster_id(
     match std::fs::read_to_string(&path) {
         Ok(text) => parse(&path, &text, node_id),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(data_dir).map_err(io)?;
             let cluster_id = new_cluster_id(uuid::Uuid::new_v4);
-            let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
-            // Write a temporary file, fsync, rename, fsync the directory: the file is
-            // either absent or complete after a crash.
-            let tmp = data_dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
-            let tmp_io = |source| MetaPropertiesError::Io {
-                path: tmp.clone(),
-                source,
-            };
-            let mut f = std::fs::File::create(&tmp).map_err(tmp_io)?;
-            f.write_all(text.as_bytes()).map_err(tmp_io)?;
-            f.sync_all().map_err(tmp_io)?;
-            drop(f);
-            std::fs::rename(&tmp, &path).map_err(io)?;
-            std::fs::File::open(data_dir)
-                .and_then(|d| d.sync_all())
-                .map_err(io)?;
+            write_meta(data_dir, &cluster_id, node_id)?;
             tracing::info!(%cluster_id, path = %path.display(), "formatted data directory with a new cluster id");
             Ok(cluster_id)
         }
         Err(e) => Err(io(e)),
+    }
+}
+
+/// Writes `meta.properties` durably: a temporary file, fsync, rename, fsync the directory,
+/// so the file is either absent or complete after a crash.
+fn write_meta(data_dir: &Path, cluster_id: &str, node_id: i32) -> Result<(), MetaPropertiesError> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    let io = |source| MetaPropertiesError::Io {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(data_dir).map_err(io)?;
+    let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+    let tmp = data_dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
+    let tmp_io = |source| MetaPropertiesError::Io {
+        path: tmp.clone(),
+        source,
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(tmp_io)?;
+    f.write_all(text.as_bytes()).map_err(tmp_io)?;
+    f.sync_all().map_err(tmp_io)?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io)?;
+    std::fs::File::open(data_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io)
+}
+
+/// What [`format`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Formatted {
+    /// `meta.properties` was written with this cluster id.
+    Now(String),
+    /// The directory already had one (`--ignore-formatted`): its cluster id.
+    Already(String),
+}
+
+/// Kafka's cluster-id check (`Uuid.fromString`): 22 characters of URL-safe base64 for 16
+/// bytes, not the zero uuid.
+pub fn check_cluster_id(id: &str) -> Result<(), String> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(id)
+        .map_err(|_| {
+            format!("cluster id {id:?} is not a base64-encoded uuid (see `twinlog random-uuid`)")
+        })?;
+    if bytes.len() != 16 {
+        return Err(format!(
+            "cluster id {id:?} is not 16 bytes of base64 (see `twinlog random-uuid`)"
+        ));
+    }
+    if bytes.iter().all(|b| *b == 0) {
+        return Err("the cluster id may not be the zero uuid".into());
+    }
+    Ok(())
+}
+
+/// `twinlog format` (Kafka's `kafka-storage format`): writes `meta.properties` with
+/// `cluster_id` and `node_id` into `data_dir`. A directory that already has one is an
+/// error, or with `ignore_formatted` left as it is (Kafka's `--ignore-formatted`).
+pub fn format(
+    data_dir: &Path,
+    cluster_id: &str,
+    node_id: i32,
+    ignore_formatted: bool,
+) -> Result<Formatted, MetaPropertiesError> {
+    let path = data_dir.join(META_PROPERTIES_FILE);
+    let invalid = |reason: String| MetaPropertiesError::Invalid {
+        path: path.clone(),
+        reason,
+    };
+    check_cluster_id(cluster_id).map_err(invalid)?;
+    if node_id < 0 {
+        return Err(invalid(format!(
+            "node.id must not be negative, got {node_id}"
+        )));
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(text) if ignore_formatted => Ok(Formatted::Already(parse(&path, &text, node_id)?)),
+        Ok(_) => Err(invalid(
+            "the log directory is already formatted; use --ignore-formatted to leave it as it is"
+                .into(),
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            write_meta(data_dir, cluster_id, node_id)?;
+            Ok(Formatted::Now(cluster_id.to_string()))
+        }
+        Err(source) => Err(MetaPropertiesError::Io { path, source }),
     }
 }
 
@@ -160,6 +231,31 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn format_writes_once_and_checks_the_cluster_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let id = new_cluster_id(uuid::Uuid::new_v4);
+        assert_eq!(
+            format(dir.path(), &id, 3, false).expect("format"),
+            Formatted::Now(id.clone())
+        );
+        assert_eq!(load_or_create_cluster_id(dir.path(), 3).expect("read"), id);
+        assert!(matches!(
+            format(dir.path(), &id, 3, false),
+            Err(MetaPropertiesError::Invalid { .. })
+        ));
+        assert_eq!(
+            format(dir.path(), &id, 3, true).expect("ignored"),
+            Formatted::Already(id.clone())
+        );
+        let fresh = tempfile::tempdir().expect("tempdir");
+        for bad in ["x", "AAAAAAAAAAAAAAAAAAAAAA", ""] {
+            assert!(format(fresh.path(), bad, 0, false).is_err(), "{bad:?}");
+        }
+        assert!(format(fresh.path(), &id, -1, false).is_err());
+        assert!(!fresh.path().join(META_PROPERTIES_FILE).exists());
     }
 
     #[test]

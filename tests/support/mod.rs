@@ -109,6 +109,11 @@ impl Broker {
     /// Starts a broker with the given TOML config (may be empty) and waits until it
     /// serves.
     pub fn start(config_toml: &str) -> Broker {
+        Broker::start_prepared(config_toml, |_| {})
+    }
+
+    /// [`Broker::start`] after `prepare` ran on the (empty) data directory.
+    pub fn start_prepared(config_toml: &str, prepare: impl FnOnce(&Path)) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("twinlog-clients-")
             .tempdir()
@@ -121,6 +126,7 @@ impl Broker {
             Some(path)
         };
         fs::create_dir_all(dir.path().join("data")).expect("data dir");
+        prepare(&dir.path().join("data"));
         let mut broker = Broker {
             dir,
             port: free_port(),
@@ -873,6 +879,23 @@ pub fn summary_field(out: &str, field: &str) -> i64 {
         .collect::<String>()
         .parse()
         .unwrap_or_else(|_| panic!("{field} is not a number in {line}"))
+}
+
+/// The cluster id a broker's Metadata (v12) answers with.
+pub fn metadata_cluster_id(bootstrap: &str) -> String {
+    let mut conn = dataplane::client::BlockingConnection::connect(
+        bootstrap,
+        "twinlog-test",
+        Duration::from_secs(10),
+    )
+    .expect("connect");
+    let r = conn
+        .send(
+            &kafka_protocol::messages::MetadataRequest::default().with_topics(Some(Vec::new())),
+            12,
+        )
+        .expect("metadata");
+    r.cluster_id.map(|c| c.to_string()).unwrap_or_default()
 }
 
 /// One uncompressed batch of `count` records (keys `k<i>`, values `v<i>`).
