@@ -184,7 +184,33 @@ impl<P: PartitionOps> Controller<P> {
         ops: P,
     ) -> Result<Self, ControllerError> {
         let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
-        let (journal, replay) = MetadataJournal::open(&config.data_dir, config.node_id)?;
+        let opened = MetadataJournal::open(&config.data_dir, config.node_id)?;
+        Self::open_with(config, metadata, ops, cluster_id, opened)
+    }
+
+    /// [`Self::open`] as one member of a quorum of controllers (`voters`: Raft id ->
+    /// controller address). Only the quorum's leader takes admin requests; every member
+    /// applies what is committed ([`Self::catch_up`]).
+    pub fn open_in_quorum(
+        config: &ControllerConfig,
+        metadata: Arc<MetadataCell>,
+        ops: P,
+        voters: crate::quorum::Voters,
+        timing: crate::quorum::QuorumTiming,
+    ) -> Result<Self, ControllerError> {
+        let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
+        let opened =
+            MetadataJournal::open_cluster(&config.data_dir, config.node_id, voters, timing)?;
+        Self::open_with(config, metadata, ops, cluster_id, opened)
+    }
+
+    fn open_with(
+        config: &ControllerConfig,
+        metadata: Arc<MetadataCell>,
+        ops: P,
+        cluster_id: String,
+        (journal, replay): (MetadataJournal, crate::quorum::Replay),
+    ) -> Result<Self, ControllerError> {
         let mut state = ControllerState::new(NodeSettings {
             cluster_id,
             node_id: config.node_id,
@@ -218,7 +244,7 @@ impl<P: PartitionOps> Controller<P> {
                 "shard count went down; placing partitions of missing shards again"
             );
             controller.journal.append(&moves)?;
-            controller.apply_committed(&moves);
+            controller.apply_taken();
         }
         tracing::info!(
             records = controller.state.applied(),
@@ -253,28 +279,96 @@ impl<P: PartitionOps> Controller<P> {
         self.metadata.publish(self.state.image());
     }
 
-    fn apply_committed(&mut self, records: &[crate::metadata_log::MetadataRecord]) {
-        for record in records {
-            // Plans are made against this very state, so a record that does not apply is
-            // a bug in the planner, not bad input.
-            if let Err(e) = self.state.apply(record) {
-                panic!("controller planned a record that does not apply: {e}");
+    /// Applies every change the journal has committed and not yet handed over, in order.
+    /// Returns whether there was any.
+    fn apply_taken(&mut self) -> bool {
+        let changes = match self.journal.take_committed() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read committed metadata");
+                return false;
+            }
+        };
+        let any = !changes.is_empty();
+        for change in changes {
+            match change {
+                crate::quorum::journal::Committed::Batch(records) => {
+                    for record in &records {
+                        // Plans are made against the state they apply to: a record that
+                        // does not apply is a bug, logged, not a reason to stop.
+                        if let Err(e) = self.state.apply(record) {
+                            tracing::error!(error = %e, "a committed metadata record does not apply");
+                        }
+                    }
+                }
+                crate::quorum::journal::Committed::Snapshot(applied, records) => {
+                    // The leader's snapshot replaces this member's metadata.
+                    self.state = ControllerState::new(self.state.settings().clone());
+                    for record in &records {
+                        if let Err(e) = self.state.apply(record) {
+                            tracing::error!(error = %e, "a metadata snapshot record does not apply");
+                        }
+                    }
+                    self.state.set_applied(applied);
+                }
             }
         }
+        any
+    }
+
+    /// Applies what other controllers committed (a quorum follower's side): the state and
+    /// image follow, and this node's shards get the work it means. Returns whether
+    /// anything changed.
+    pub fn catch_up(&mut self) -> bool {
+        let before = self.state.image();
+        if !self.apply_taken() {
+            return false;
+        }
+        self.publish();
+        let actions = crate::applier::actions_between(&before, &self.state.image(), &[]);
+        if !actions.is_empty() {
+            for (action, outcome) in actions.iter().zip(self.ops.execute(&actions)) {
+                if let Err(message) = outcome {
+                    tracing::error!(?action, error = %message, "partition log operation failed");
+                }
+            }
+        }
+        true
+    }
+
+    /// The active controller's node id, as the quorum knows it.
+    pub fn active_controller(&self) -> Option<i32> {
+        self.journal.leader()
     }
 
     /// Applies one admin request and returns its answer.
     pub fn handle(&mut self, request: &AdminRequest) -> AdminResponse {
+        // Plan against everything committed so far (a new leader may have some to apply).
+        self.catch_up();
         let plan = self.state.plan(request, &mut *self.new_topic_id);
         let before = self.state.image();
         if !plan.records.is_empty() {
-            if let Err(e) = self.journal.append(&plan.records) {
-                return AdminResponse::Failed {
-                    error_code: ResponseError::KafkaStorageError.code(),
-                    message: format!("could not write the metadata log: {e}"),
-                };
+            match self.journal.append(&plan.records) {
+                Ok(()) => {}
+                Err(JournalError::NotLeader(active)) => {
+                    return AdminResponse::Failed {
+                        error_code: ResponseError::NotController.code(),
+                        message: match active {
+                            Some(n) => {
+                                format!("this node is not the active controller; node {n} is")
+                            }
+                            None => "there is no active controller right now".to_string(),
+                        },
+                    };
+                }
+                Err(e) => {
+                    return AdminResponse::Failed {
+                        error_code: ResponseError::KafkaStorageError.code(),
+                        message: format!("could not write the metadata log: {e}"),
+                    };
+                }
             }
-            self.apply_committed(&plan.records);
+            self.apply_taken();
             self.publish();
             let state = &self.state;
             if let Err(e) = self
@@ -850,7 +944,7 @@ mod tests {
         c.journal
             .append(std::slice::from_ref(&record))
             .expect("append");
-        c.apply_committed(&[record]);
+        assert!(c.catch_up(), "the appended record is applied");
         let r = results(c.handle(&AdminRequest::AlterTopicConfigs {
             topic: "a".into(),
             configs: vec![("retention.ms".into(), Some("5".into()))],
@@ -1078,6 +1172,122 @@ mod tests {
             .expect("a-1")
             .leader_epoch;
         assert_eq!(a1, 5);
+    }
+
+    /// Three controllers in one quorum (loopback TCP): only the leader takes admin
+    /// requests (the others answer NOT_CONTROLLER naming it), every member applies what
+    /// commits, and after the leader is gone another one leads with the same metadata.
+    #[test]
+    fn three_controllers_commit_on_the_leader_and_every_member_applies() {
+        use std::time::{Duration, Instant};
+        let timing = crate::quorum::QuorumTiming {
+            tick_ms: 20,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+        };
+        let dirs: Vec<tempfile::TempDir> = (0..3)
+            .map(|_| tempfile::tempdir().expect("tempdir"))
+            .collect();
+        let voters: crate::quorum::Voters = (1..=3u64)
+            .map(|id| {
+                let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+                (id, l.local_addr().expect("addr"))
+            })
+            .collect();
+        let mut members: BTreeMap<i32, (Controller<FakeShards>, Arc<MetadataCell>)> = (0..3)
+            .map(|n: i32| {
+                let mut cfg = config(dirs[n as usize].path());
+                cfg.node_id = n;
+                let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
+                    String::new(),
+                    n,
+                    "127.0.0.1:9092".parse().expect("addr"),
+                )));
+                let c = Controller::open_in_quorum(
+                    &cfg,
+                    Arc::clone(&cell),
+                    FakeShards::new(2),
+                    voters.clone(),
+                    timing,
+                )
+                .expect("open in quorum");
+                (n, (c, cell))
+            })
+            .collect();
+        let leader_of = |members: &BTreeMap<i32, (Controller<FakeShards>, Arc<MetadataCell>)>| {
+            let started = Instant::now();
+            loop {
+                let seen: Vec<Option<i32>> = members
+                    .values()
+                    .map(|(c, _)| c.active_controller())
+                    .collect();
+                if let Some(Some(l)) = seen.first() {
+                    if members.contains_key(l) && seen.iter().all(|s| s == &Some(*l)) {
+                        return *l;
+                    }
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "no leader: {seen:?}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let wait_for_topic = |c: &mut Controller<FakeShards>, cell: &MetadataCell, name: &str| {
+            let started = Instant::now();
+            while cell.load().topic(name).is_none() {
+                c.catch_up();
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "{name} never arrived"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        let leader = leader_of(&members);
+        let follower = *members.keys().find(|n| **n != leader).expect("a follower");
+        match members
+            .get_mut(&follower)
+            .expect("follower")
+            .0
+            .handle(&AdminRequest::CreateTopics {
+                topics: vec![topic("t", 3, &[])],
+                validate_only: false,
+            }) {
+            AdminResponse::Failed {
+                error_code,
+                message,
+            } => {
+                assert_eq!(error_code, code(ResponseError::NotController));
+                assert!(message.contains(&format!("node {leader}")), "{message}");
+            }
+            other => panic!("a follower took an admin request: {other:?}"),
+        }
+        let r = create(
+            &mut members.get_mut(&leader).expect("leader").0,
+            vec![topic("t", 3, &[])],
+        );
+        assert_eq!(codes(&r), vec![0]);
+        for (c, cell) in members.values_mut() {
+            wait_for_topic(c, cell, "t");
+            assert_eq!(cell.load().topic("t").expect("t").partitions.len(), 3);
+        }
+        // The leader goes; one of the others leads and already has everything.
+        members.remove(&leader);
+        let second = leader_of(&members);
+        assert_ne!(second, leader);
+        let (c, cell) = members.get_mut(&second).expect("second");
+        let r = create(c, vec![topic("u", 1, &[])]);
+        assert_eq!(
+            codes(&r),
+            vec![0],
+            "{:?}",
+            cell.load().topics.keys().collect::<Vec<_>>()
+        );
+        assert!(cell.load().topic("t").is_some());
+        for (c, cell) in members.values_mut() {
+            wait_for_topic(c, cell, "u");
+        }
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The controller's metadata journal on the quorum: each admin request's records are one
 //! Raft entry, committed before the controller applies them, and the metadata is
 //! snapshotted into the Raft store every [`SNAPSHOT_EVERY`] entries so the log stays
-//! short. This node is the quorum's only voter for now (the cluster issue's transport
-//! and membership come next): a proposal commits as soon as it is fsynced.
+//! short. Alone, this node is the quorum's only voter and drives it in place: a proposal
+//! commits as soon as it is fsynced. As one of several controllers
+//! ([`MetadataJournal::open_cluster`]), a member thread talks to the others over TCP;
+//! only the leader's proposals are taken, and every member's controller applies what
+//! commits as it comes ([`MetadataJournal::take_committed`]).
 //!
 //! Entry data: the batch's records, each `[u32 length][record]` (`MetadataRecord::encode`).
 //! Snapshot data: `[u64 records applied]` then the records that rebuild the state
@@ -14,7 +17,10 @@
 
 use std::path::Path;
 
+use std::collections::VecDeque;
+
 use super::node::{QuorumError, QuorumNode, QuorumTiming};
+use super::service::{self, ProposeError, QuorumHandle, Voters};
 use super::storage::RaftStore;
 use crate::metadata_log::{
     MetadataLog, MetadataLogError, MetadataRecord, METADATA_DIR, METADATA_LOG_FILE,
@@ -37,6 +43,11 @@ pub enum JournalError {
     Corrupt { index: u64, reason: String },
     #[error("the proposal at index {0} did not commit")]
     NotCommitted(u64),
+    /// This controller is not the quorum's leader; the leader's node id, if known.
+    #[error("not the active controller (the active one: {0:?})")]
+    NotLeader(Option<i32>),
+    #[error("the metadata quorum: {0}")]
+    Propose(ProposeError),
     #[error("importing {path}: {source}")]
     Import {
         path: String,
@@ -104,9 +115,32 @@ pub struct Replay {
     pub committed: Vec<MetadataRecord>,
 }
 
+/// One committed change, in commit order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Committed {
+    Batch(Vec<MetadataRecord>),
+    /// The leader's snapshot replaced this member's log: (records applied, records).
+    Snapshot(u64, Vec<MetadataRecord>),
+}
+
+#[derive(Debug)]
+enum Member {
+    Alone(Box<QuorumNode>),
+    Cluster(QuorumHandle),
+}
+
 #[derive(Debug)]
 pub struct MetadataJournal {
-    node: QuorumNode,
+    member: Member,
+    /// Alone: batches committed and not yet taken.
+    committed: VecDeque<Committed>,
+    /// Cluster: entries handed over since the last snapshot (when to snapshot again).
+    entries_since_snapshot: usize,
+}
+
+/// The Kafka node id of a Raft id.
+pub fn node_id_of(raft: u64) -> i32 {
+    i32::try_from(raft.saturating_sub(1)).unwrap_or(i32::MAX)
 }
 
 /// The Raft id of a Kafka node id (Raft ids start at 1, Kafka's at 0).
@@ -157,27 +191,103 @@ impl MetadataJournal {
                 replay.committed.extend(decode_batch(e.index, &e.data)?);
             }
         }
-        Ok((MetadataJournal { node }, replay))
+        let journal = MetadataJournal {
+            member: Member::Alone(Box::new(node)),
+            committed: VecDeque::new(),
+            entries_since_snapshot: 0,
+        };
+        Ok((journal, replay))
     }
 
-    /// Commits one batch: durable (fsynced) on return.
-    pub fn append(&mut self, batch: &[MetadataRecord]) -> Result<(), JournalError> {
-        let data = encode_batch(batch)?;
-        self.node.propose(data)?;
-        let index = self.node.last_index();
-        for _ in 0..COMMIT_ROUNDS_MAX {
-            let progress = self.node.drive()?;
-            if progress.committed.iter().any(|e| e.index >= index) || self.node.committed() >= index
-            {
-                return Ok(());
+    /// Opens the journal of `node_id` as a member of a quorum of `voters` (Raft id ->
+    /// controller address). The snapshot is replayed at once; committed entries arrive
+    /// through [`Self::take_committed`] as the member learns them.
+    pub fn open_cluster(
+        data_dir: &Path,
+        node_id: i32,
+        voters: Voters,
+        timing: QuorumTiming,
+    ) -> Result<(MetadataJournal, Replay), JournalError> {
+        let store = RaftStore::open(data_dir)?;
+        let snap = store.latest_snapshot();
+        let (snapshot_applied, snapshot) = decode_snapshot(snap.get_metadata().index, &snap.data)?;
+        drop(store);
+        let handle = service::start(raft_id(node_id), voters, data_dir, timing)?;
+        let journal = MetadataJournal {
+            member: Member::Cluster(handle),
+            committed: VecDeque::new(),
+            entries_since_snapshot: 0,
+        };
+        let replay = Replay {
+            snapshot_applied,
+            snapshot,
+            committed: Vec::new(),
+        };
+        Ok((journal, replay))
+    }
+
+    /// The quorum leader's node id, if known (alone: this node).
+    pub fn leader(&self) -> Option<i32> {
+        match &self.member {
+            Member::Alone(node) => node.leader().map(node_id_of),
+            Member::Cluster(h) => h.status().and_then(|s| s.leader).map(node_id_of),
+        }
+    }
+
+    /// Committed changes not yet taken, in order.
+    pub fn take_committed(&mut self) -> Result<Vec<Committed>, JournalError> {
+        let mut out: Vec<Committed> = self.committed.drain(..).collect();
+        if let Member::Cluster(h) = &self.member {
+            while let Ok(e) = h.committed.try_recv() {
+                if e.index == 0 && &e.context[..] == b"snapshot" {
+                    let (applied, records) = decode_snapshot(0, &e.data)?;
+                    out.push(Committed::Snapshot(applied, records));
+                    self.entries_since_snapshot = 0;
+                } else {
+                    out.push(Committed::Batch(decode_batch(e.index, &e.data)?));
+                    self.entries_since_snapshot += 1;
+                }
             }
         }
-        Err(JournalError::NotCommitted(index))
+        Ok(out)
+    }
+
+    /// Commits one batch: durable on a majority on return, and queued for
+    /// [`Self::take_committed`] with whatever committed before it.
+    pub fn append(&mut self, batch: &[MetadataRecord]) -> Result<(), JournalError> {
+        let data = encode_batch(batch)?;
+        match &mut self.member {
+            Member::Alone(node) => {
+                node.propose(data)?;
+                let index = node.last_index();
+                for _ in 0..COMMIT_ROUNDS_MAX {
+                    let progress = node.drive()?;
+                    for e in &progress.committed {
+                        self.committed
+                            .push_back(Committed::Batch(decode_batch(e.index, &e.data)?));
+                    }
+                    if node.committed() >= index {
+                        return Ok(());
+                    }
+                }
+                Err(JournalError::NotCommitted(index))
+            }
+            Member::Cluster(h) => match h.propose(data) {
+                Ok(_) => Ok(()),
+                Err(ProposeError::NotLeader(leader)) => {
+                    Err(JournalError::NotLeader(leader.map(node_id_of)))
+                }
+                Err(e) => Err(JournalError::Propose(e)),
+            },
+        }
     }
 
     /// Entries since the last snapshot.
     pub fn entries_since_snapshot(&self) -> usize {
-        self.node.store().entry_count()
+        match &self.member {
+            Member::Alone(node) => node.store().entry_count(),
+            Member::Cluster(_) => self.entries_since_snapshot,
+        }
     }
 
     /// Snapshots the metadata when enough entries have piled up since the last one.
@@ -194,13 +304,20 @@ impl MetadataJournal {
         Ok(true)
     }
 
-    /// Snapshots the metadata now.
+    /// Snapshots the metadata now (as of every change taken so far).
     pub fn snapshot(
         &mut self,
         applied: u64,
         records: &[MetadataRecord],
     ) -> Result<(), JournalError> {
-        self.node.compact(encode_snapshot(applied, records)?)?;
+        let data = encode_snapshot(applied, records)?;
+        match &mut self.member {
+            Member::Alone(node) => node.compact(data)?,
+            Member::Cluster(h) => {
+                h.compact(data);
+                self.entries_since_snapshot = 0;
+            }
+        }
         tracing::info!(
             records = records.len(),
             "metadata snapshot taken; the quorum log is truncated"

@@ -343,6 +343,9 @@ fn run(
         for e in progress.committed {
             let index = e.index;
             let term = e.term;
+            // The entry is in the owner's stream before its proposer hears of the commit,
+            // so a proposer that drains the stream after its answer finds its entry.
+            let _ = committed.send(e);
             if let Some((proposed_in, answer)) = waiting.remove(&index) {
                 let _ = answer.send(if proposed_in == term {
                     Ok(index)
@@ -350,7 +353,6 @@ fn run(
                     Err(ProposeError::Lost)
                 });
             }
-            let _ = committed.send(e);
         }
         // Proposals below what is committed that never came back were overwritten.
         let done = node.committed();
