@@ -174,6 +174,12 @@ fn peer_reader(mut stream: TcpStream, events: Sender<Event>, stop: Arc<AtomicBoo
     }
 }
 
+/// An OS error of the member's start, as a [`QuorumError`].
+fn os_error(op: &'static str, what: &str) -> impl FnOnce(std::io::Error) -> QuorumError {
+    let path = std::path::PathBuf::from(what);
+    move |source| QuorumError::Store(super::storage::StoreError::Io { op, path, source })
+}
+
 /// Starts member `id` of `voters`, its storage under `data_dir`, listening on its own
 /// address in `voters` (port 0 picks one: see [`QuorumHandle::addr`]).
 pub fn start(
@@ -189,20 +195,9 @@ pub fn start(
         .get(&id)
         .copied()
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let listener = TcpListener::bind(listen).map_err(|e| {
-        QuorumError::Store(super::storage::StoreError::Io {
-            op: "listen",
-            path: std::path::PathBuf::from(listen.to_string()),
-            source: e,
-        })
-    })?;
-    let addr = listener.local_addr().map_err(|e| {
-        QuorumError::Store(super::storage::StoreError::Io {
-            op: "listen",
-            path: std::path::PathBuf::from(listen.to_string()),
-            source: e,
-        })
-    })?;
+    let what = listen.to_string();
+    let listener = TcpListener::bind(listen).map_err(os_error("listen", &what))?;
+    let addr = listener.local_addr().map_err(os_error("listen", &what))?;
     let stop = Arc::new(AtomicBool::new(false));
     let (events_tx, events) = mpsc::channel::<Event>();
     let (committed_tx, committed) = mpsc::channel::<Entry>();
@@ -225,13 +220,7 @@ pub fn start(
                         .spawn(move || peer_reader(stream, events, stop));
                 }
             })
-            .map_err(|e| {
-                QuorumError::Store(super::storage::StoreError::Io {
-                    op: "spawn",
-                    path: std::path::PathBuf::new(),
-                    source: e,
-                })
-            })?;
+            .map_err(os_error("spawn", "the quorum listener"))?;
     }
     let mut peers: HashMap<u64, SyncSender<Message>> = HashMap::new();
     for (&peer, &peer_addr) in voters.iter().filter(|(p, _)| **p != id) {
@@ -246,13 +235,7 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name(format!("quorum-{id}"))
         .spawn(move || run(node, events, committed_tx, peers, timing, loop_stop))
-        .map_err(|e| {
-            QuorumError::Store(super::storage::StoreError::Io {
-                op: "spawn",
-                path: std::path::PathBuf::new(),
-                source: e,
-            })
-        })?;
+        .map_err(os_error("spawn", "the quorum thread"))?;
     Ok(QuorumHandle {
         events: events_tx,
         committed,
