@@ -114,6 +114,9 @@ pub struct BrokerConfig {
     pub log: LogConfig,
     /// `log.cleaner.*`: the shards' log cleaners.
     pub cleaner: dataplane::log::cleaner::CleanerConfig,
+    /// `controller.quorum.voters` (`id@host:port,...`): the controllers of the metadata
+    /// quorum by node id, this node's own among them; empty: this node alone.
+    pub quorum_voters: BTreeMap<i32, SocketAddr>,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: its segment size when created.
@@ -207,6 +210,7 @@ impl Default for BrokerConfig {
             log_retention_check_interval_ms: 300_000,
             log,
             cleaner: dataplane::log::cleaner::CleanerConfig::default(),
+            quorum_voters: BTreeMap::new(),
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             transaction_state_log_segment_bytes: 104_857_600,
@@ -253,6 +257,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.flush.interval.messages",
     "log.flush.interval.ms",
     "log.direct.io",
+    "process.roles",
+    "controller.quorum.voters",
     "log.cleanup.policy",
     "log.cleaner.enable",
     "log.cleaner.threads",
@@ -334,6 +340,16 @@ impl BrokerConfig {
         }
         let mut config = BrokerConfig::default();
         config.apply_broker_keys(&keys)?;
+        if !config.quorum_voters.is_empty() && !config.quorum_voters.contains_key(&config.node_id) {
+            return Err(ConfigError::BadValue {
+                key: "controller.quorum.voters".to_owned(),
+                value: keys
+                    .get("controller.quorum.voters")
+                    .map(|v| Scalar::from_toml(v).shown())
+                    .unwrap_or_default(),
+                expected: "a voter set that includes this node's node.id",
+            });
+        }
         config.file_keys = keys
             .iter()
             .map(|(k, v)| (k.clone(), Scalar::from_toml(v).shown()))
@@ -503,6 +519,35 @@ impl BrokerConfig {
                     .map_err(|_| bad_value(k, &v, expected))?;
             }
         }
+        if let Some((k, v)) = get("process.roles") {
+            let roles = v.string(k, PROCESS_ROLES_EXPECTED)?;
+            let mut set: Vec<&str> = roles.split(',').map(str::trim).collect();
+            set.sort_unstable();
+            if set != ["broker", "controller"] {
+                return Err(bad_value(k, &v, PROCESS_ROLES_EXPECTED));
+            }
+        }
+        if let Some((k, v)) = get("controller.quorum.voters") {
+            let text = v.string(k, VOTERS_EXPECTED)?;
+            let mut voters = BTreeMap::new();
+            for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+                let (id, addr) = item
+                    .split_once('@')
+                    .ok_or_else(|| bad_value(k, &v, VOTERS_EXPECTED))?;
+                let id: i32 = id
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad_value(k, &v, VOTERS_EXPECTED))?;
+                let addr: SocketAddr = addr
+                    .trim()
+                    .parse()
+                    .map_err(|_| bad_value(k, &v, VOTERS_EXPECTED))?;
+                if id < 0 || voters.insert(id, addr).is_some() {
+                    return Err(bad_value(k, &v, VOTERS_EXPECTED));
+                }
+            }
+            self.quorum_voters = voters;
+        }
         if let Some((k, v)) = get("log.cleaner.enable") {
             self.cleaner.enable = v.boolean(k)?;
         }
@@ -583,6 +628,13 @@ impl BrokerConfig {
         self.advertised_listen.unwrap_or(self.listen)
     }
 }
+
+/// What `process.roles` takes: both roles in one process (separate broker and
+/// controller processes are not served yet).
+const PROCESS_ROLES_EXPECTED: &str = "broker,controller (one process is both; separate broker or controller processes are not served yet)";
+/// What `controller.quorum.voters` takes.
+const VOTERS_EXPECTED: &str =
+    "id@host:port entries, comma-separated, each node id once (Kafka's controller.quorum.voters)";
 
 /// Broker keys that set a cleaner-related topic default: (broker key, topic config, what
 /// the value must be).
@@ -983,6 +1035,40 @@ mod tests {
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().expect("test address")
+    }
+
+    #[test]
+    fn quorum_voters_and_process_roles() {
+        let c = BrokerConfig::from_toml_str(
+            "\"node.id\" = 1\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:9093, 1@127.0.0.1:9094,2@127.0.0.1:9095\"\n",
+        )
+        .expect("parses");
+        assert_eq!(c.quorum_voters.len(), 3);
+        assert_eq!(
+            c.quorum_voters[&1],
+            "127.0.0.1:9094".parse::<SocketAddr>().expect("addr")
+        );
+        for (text, key) in [
+            ("\"process.roles\" = \"broker\"", "process.roles"),
+            (
+                "\"controller.quorum.voters\" = \"0@nowhere\"",
+                "controller.quorum.voters",
+            ),
+            (
+                "\"controller.quorum.voters\" = \"0@127.0.0.1:1,0@127.0.0.1:2\"",
+                "controller.quorum.voters",
+            ),
+            // This node (node.id 0) must be one of the voters.
+            (
+                "\"controller.quorum.voters\" = \"1@127.0.0.1:1\"",
+                "controller.quorum.voters",
+            ),
+        ] {
+            match BrokerConfig::from_toml_str(text) {
+                Err(ConfigError::BadValue { key: k, .. }) => assert_eq!(k, key, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -192,6 +192,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             num_partitions: config.num_partitions,
             queue_max: controlplane::ControllerConfig::DEFAULT_QUEUE_MAX,
             mirror_state_partitions: config.mirror_state_topic_num_partitions,
+            // More voters than this node: a member of a quorum of controllers.
+            quorum: (config.quorum_voters.len() > 1).then(|| {
+                let voters = config
+                    .quorum_voters
+                    .iter()
+                    .map(|(id, addr)| (controlplane::quorum::journal::raft_id(*id), *addr))
+                    .collect();
+                (voters, controlplane::quorum::QuorumTiming::default())
+            }),
         },
         Arc::clone(&metadata),
         router.clone(),
@@ -533,6 +542,12 @@ async fn create_compacted_topic(
                 .all(|r| r.error_code == 0 || r.error_code == 36) =>
         {
             tracing::info!(partitions, "{name} created");
+        }
+        // In a quorum, only the active controller creates it; the others are told so.
+        Ok(AdminResponse::Failed { error_code, .. })
+            if error_code == kafka_protocol::ResponseError::NotController.code() =>
+        {
+            tracing::info!("{name} is created by the active controller");
         }
         other => tracing::error!(answer = ?other, "cannot create {name}"),
     }

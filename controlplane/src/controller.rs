@@ -36,6 +36,9 @@ pub struct ControllerConfig {
     pub queue_max: usize,
     /// `mirror.state.topic.num.partitions`.
     pub mirror_state_partitions: i32,
+    /// `controller.quorum.voters` with more than this node: the quorum it is a member of
+    /// (Raft id -> controller address) and its timing. `None`: this node alone.
+    pub quorum: Option<(crate::quorum::Voters, crate::quorum::QuorumTiming)>,
 }
 
 impl ControllerConfig {
@@ -243,8 +246,15 @@ impl<P: PartitionOps> Controller<P> {
                 shards = controller.ops.shard_count(),
                 "shard count went down; placing partitions of missing shards again"
             );
-            controller.journal.append(&moves)?;
-            controller.apply_taken();
+            match controller.journal.append(&moves) {
+                Ok(()) => {
+                    controller.apply_taken();
+                }
+                // A quorum member that does not lead (yet): the active controller places
+                // them (its own shard count is what counts there).
+                Err(JournalError::NotLeader(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         tracing::info!(
             records = controller.state.applied(),
@@ -543,6 +553,7 @@ mod tests {
             num_partitions: 3,
             queue_max: 16,
             mirror_state_partitions: 3,
+            quorum: None,
         }
     }
 

@@ -15,17 +15,27 @@ use crate::controller::{Controller, ControllerConfig, ControllerError, Partition
 
 type Envelope = (AdminRequest, oneshot::Sender<AdminResponse>);
 
+/// What the controller thread is woken for: a request, or (in a quorum) a tick to apply
+/// what the other controllers committed.
+enum Wake {
+    Request(Envelope),
+    Tick,
+}
+
+/// How often a quorum member's controller applies what others committed.
+const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The data plane's way in: a [`ControllerHandle`] that queues requests for the
 /// controller thread. It never blocks: a full or closed queue is answered at once.
 #[derive(Debug, Clone)]
 pub struct ControllerClient {
-    sender: async_channel::Sender<Envelope>,
+    sender: async_channel::Sender<Wake>,
 }
 
 impl ControllerHandle for ControllerClient {
     fn submit(&self, request: AdminRequest) -> oneshot::Receiver<AdminResponse> {
         let (tx, rx) = oneshot::channel();
-        if let Err(e) = self.sender.try_send((request, tx)) {
+        if let Err(e) = self.sender.try_send(Wake::Request((request, tx))) {
             let (error_code, message) = match &e {
                 async_channel::TrySendError::Full(_) => (
                     ResponseError::RequestTimedOut.code(),
@@ -36,11 +46,12 @@ impl ControllerHandle for ControllerClient {
                     "the controller is shutting down".to_string(),
                 ),
             };
-            let (_, tx) = e.into_inner();
-            let _ = tx.send(AdminResponse::Failed {
-                error_code,
-                message,
-            });
+            if let Wake::Request((_, tx)) = e.into_inner() {
+                let _ = tx.send(AdminResponse::Failed {
+                    error_code,
+                    message,
+                });
+            }
         }
         rx
     }
@@ -49,7 +60,7 @@ impl ControllerHandle for ControllerClient {
 /// The running controller thread.
 #[derive(Debug)]
 pub struct ControllerThread {
-    sender: async_channel::Sender<Envelope>,
+    sender: async_channel::Sender<Wake>,
     join: JoinHandle<()>,
 }
 
@@ -80,8 +91,26 @@ pub fn spawn_controller_with<P: PartitionOps + 'static>(
     metadata: Arc<MetadataCell>,
     ops: P,
 ) -> Result<(ControllerClient, ControllerThread), ControllerError> {
-    let controller = Controller::open(config, metadata, ops)?;
-    let (sender, receiver) = async_channel::bounded::<Envelope>(config.queue_max.max(1));
+    let controller = match &config.quorum {
+        Some((voters, timing)) => {
+            Controller::open_in_quorum(config, metadata, ops, voters.clone(), *timing)?
+        }
+        None => Controller::open(config, metadata, ops)?,
+    };
+    let (sender, receiver) = async_channel::bounded::<Wake>(config.queue_max.max(1));
+    if config.quorum.is_some() {
+        let ticks = sender.clone();
+        std::thread::Builder::new()
+            .name("twinlog-controller-tick".to_string())
+            .spawn(move || loop {
+                std::thread::sleep(CATCH_UP_EVERY);
+                match ticks.try_send(Wake::Tick) {
+                    Ok(()) | Err(async_channel::TrySendError::Full(_)) => {}
+                    Err(async_channel::TrySendError::Closed(_)) => return,
+                }
+            })
+            .map_err(ControllerError::Spawn)?;
+    }
     let join = std::thread::Builder::new()
         .name("twinlog-controller".to_string())
         .spawn(move || run(controller, receiver))
@@ -94,14 +123,18 @@ pub fn spawn_controller_with<P: PartitionOps + 'static>(
     ))
 }
 
-fn run<P: PartitionOps>(
-    mut controller: Controller<P>,
-    receiver: async_channel::Receiver<Envelope>,
-) {
-    while let Ok((request, reply)) = receiver.recv_blocking() {
-        let response = controller.handle(&request);
-        // The asker may have gone away (connection closed); nothing to do then.
-        let _ = reply.send(response);
+fn run<P: PartitionOps>(mut controller: Controller<P>, receiver: async_channel::Receiver<Wake>) {
+    while let Ok(wake) = receiver.recv_blocking() {
+        match wake {
+            Wake::Request((request, reply)) => {
+                let response = controller.handle(&request);
+                // The asker may have gone away (connection closed); nothing to do then.
+                let _ = reply.send(response);
+            }
+            Wake::Tick => {
+                controller.catch_up();
+            }
+        }
     }
     tracing::info!("controller stopped");
 }
@@ -142,6 +175,7 @@ mod tests {
             num_partitions: 1,
             queue_max: 4,
             mirror_state_partitions: 3,
+            quorum: None,
         };
         let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
             String::new(),
