@@ -1,7 +1,8 @@
 //! Three `twinlog serve` processes sharing one metadata quorum
 //! (`controller.quorum.voters`): admin requests are taken by the active controller and
 //! answered NOT_CONTROLLER (with its node id) elsewhere; every node's metadata follows
-//! what the active one commits; after a SIGKILL of the active controller's process the
+//! what the active one commits, lists every registered broker and names the active
+//! controller; after a SIGKILL of the active controller's process the
 //! others elect one of themselves and admin requests keep working, with all the metadata
 //! committed before. (Brokers registering with each other and replication are the rest of
 //! the cluster issue; these nodes share only the metadata.)
@@ -115,9 +116,38 @@ fn the_quorum_elects_another_controller_when_the_active_one_is_killed() {
         assert_eq!(code, NOT_CONTROLLER, "node {i}: {message}");
         assert!(message.contains(&format!("node {active}")), "{message}");
     }
-    // Every node's metadata follows the active controller.
+    // Every node's metadata follows the active controller, lists every registered broker
+    // and names the active controller (so Kafka's AdminClient sends it admin requests).
     for n in nodes.iter().flatten() {
         wait_listed(n, "before");
+        wait_cluster(n, 3, active);
+    }
+    // Kafka's own kafka-topics through a node that is not the active controller: the
+    // AdminClient sends CreateTopics to the controller Metadata names.
+    if !support::skip_if(
+        support::kafka::missing_kafka(),
+        "kafka-topics via a follower",
+    ) {
+        let follower = (0..3).find(|i| *i != active).expect("a follower");
+        let via = nodes[follower].as_ref().expect("follower").bootstrap();
+        let out = support::kafka::run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--create",
+                "--topic",
+                "via-follower",
+                "--partitions",
+                "1",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-topics --create via a follower");
+        for n in nodes.iter().flatten() {
+            wait_listed(n, "via-follower");
+        }
     }
     // The active controller's process dies; one of the others takes over.
     nodes[active].as_mut().expect("active").kill9();
@@ -127,5 +157,31 @@ fn the_quorum_elects_another_controller_when_the_active_one_is_killed() {
     for n in nodes.iter().flatten() {
         wait_listed(n, "before");
         wait_listed(n, "after");
+        wait_cluster(n, 3, second);
+    }
+}
+
+/// Waits until `node`'s Metadata lists `brokers` brokers and names `controller` as the
+/// controller.
+fn wait_cluster(node: &Broker, brokers: usize, controller: usize) {
+    let started = Instant::now();
+    loop {
+        let r = connect(&node.bootstrap())
+            .send(
+                &MetadataRequest::default().with_topics(Some(Vec::new())),
+                12,
+            )
+            .expect("Metadata");
+        if r.brokers.len() == brokers && r.controller_id.0 == controller as i32 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{}: brokers {:?}, controller {:?}",
+            node.bootstrap(),
+            r.brokers.iter().map(|b| b.node_id.0).collect::<Vec<_>>(),
+            r.controller_id
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

@@ -166,6 +166,10 @@ pub struct Controller<P: PartitionOps> {
     metadata: Arc<MetadataCell>,
     ops: P,
     new_topic_id: Box<dyn FnMut() -> uuid::Uuid + Send>,
+    /// The active controller the last published image named.
+    published_controller: Option<i32>,
+    /// When this node last proposed its broker registration (quorum members).
+    registered_at: Option<std::time::Instant>,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -238,6 +242,8 @@ impl<P: PartitionOps> Controller<P> {
             metadata,
             ops,
             new_topic_id: Box::new(uuid::Uuid::new_v4),
+            published_controller: None,
+            registered_at: None,
         };
         let moves = controller.state.replacement_records();
         if !moves.is_empty() {
@@ -285,8 +291,30 @@ impl<P: PartitionOps> Controller<P> {
         self.state.image()
     }
 
-    fn publish(&self) {
-        self.metadata.publish(self.state.image());
+    fn publish(&mut self) {
+        let mut image = self.state.image();
+        let active = self.journal.leader();
+        image.controller_id = active.unwrap_or(image.node_id);
+        self.published_controller = active;
+        self.metadata.publish(image);
+    }
+
+    /// A quorum member registers its broker (with the address clients reach it at) until
+    /// the registration is committed, proposing again at most once a second.
+    fn register(&mut self) {
+        if !self.journal.in_quorum() || self.state.is_registered() {
+            return;
+        }
+        let due = self
+            .registered_at
+            .is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1));
+        if !due {
+            return;
+        }
+        self.registered_at = Some(std::time::Instant::now());
+        if let Err(e) = self.journal.propose_forwarded(&[self.state.registration()]) {
+            tracing::warn!(error = %e, "cannot propose this broker's registration");
+        }
     }
 
     /// Applies every change the journal has committed and not yet handed over, in order.
@@ -330,8 +358,13 @@ impl<P: PartitionOps> Controller<P> {
     /// image follow, and this node's shards get the work it means. Returns whether
     /// anything changed.
     pub fn catch_up(&mut self) -> bool {
+        self.register();
         let before = self.state.image();
         if !self.apply_taken() {
+            // The active controller may still have moved: Metadata names it.
+            if self.journal.in_quorum() && self.journal.leader() != self.published_controller {
+                self.publish();
+            }
             return false;
         }
         self.publish();

@@ -33,6 +33,7 @@ const KIND_PARTITION: u8 = 2;
 const KIND_CONFIG: u8 = 3;
 const KIND_REMOVE_TOPIC: u8 = 4;
 const KIND_PRODUCER_IDS: u8 = 5;
+const KIND_REGISTER_BROKER: u8 = 6;
 
 /// Kafka's config resource types (`ConfigResource.Type`) as stored in a
 /// [`MetadataRecord::Config`].
@@ -87,6 +88,13 @@ pub enum MetadataRecord {
     RemoveTopic { id: uuid::Uuid },
     /// Producer ids below `next_block_start` have been handed out.
     ProducerIds { next_block_start: i64 },
+    /// A node registered its broker and the address clients reach it at (Kafka's
+    /// RegisterBrokerRecord, its Kafka listener only).
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: i32,
+    },
 }
 
 /// Why a payload could not be decoded.
@@ -182,6 +190,16 @@ impl MetadataRecord {
                 out.extend_from_slice(&[KIND_PRODUCER_IDS, RECORD_VERSION, flags]);
                 out.extend_from_slice(&next_block_start.to_be_bytes());
             }
+            MetadataRecord::RegisterBroker {
+                node_id,
+                host,
+                port,
+            } => {
+                out.extend_from_slice(&[KIND_REGISTER_BROKER, RECORD_VERSION, flags]);
+                out.extend_from_slice(&node_id.to_be_bytes());
+                put_str(&mut out, "host", host)?;
+                out.extend_from_slice(&port.to_be_bytes());
+            }
         }
         if out.len() > RECORD_BYTES_MAX {
             return Err(MetadataLogError::RecordTooLarge { size: out.len() });
@@ -234,6 +252,11 @@ impl MetadataRecord {
             KIND_REMOVE_TOPIC => MetadataRecord::RemoveTopic { id: r.uuid()? },
             KIND_PRODUCER_IDS => MetadataRecord::ProducerIds {
                 next_block_start: r.i64()?,
+            },
+            KIND_REGISTER_BROKER => MetadataRecord::RegisterBroker {
+                node_id: r.i32()?,
+                host: r.string()?,
+                port: r.i32()?,
             },
             other => return Err(DecodeError::UnknownKind(other)),
         };
@@ -525,6 +548,11 @@ mod tests {
             MetadataRecord::RemoveTopic { id },
             MetadataRecord::ProducerIds {
                 next_block_start: 5000,
+            },
+            MetadataRecord::RegisterBroker {
+                node_id: 2,
+                host: "10.0.0.7".into(),
+                port: 9092,
             },
         ]
     }

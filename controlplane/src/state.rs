@@ -234,6 +234,8 @@ pub struct ControllerState {
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
+    /// Registered brokers: node id -> the address clients reach it at.
+    brokers: BTreeMap<i32, std::net::SocketAddr>,
     /// Records applied so far.
     applied: u64,
 }
@@ -251,6 +253,7 @@ impl ControllerState {
             topics_by_id: HashMap::new(),
             other_configs: BTreeMap::new(),
             next_producer_id: 0,
+            brokers: BTreeMap::new(),
             applied: 0,
         }
     }
@@ -315,6 +318,13 @@ impl ControllerState {
                 });
             }
         }
+        for (node_id, addr) in &self.brokers {
+            out.push(MetadataRecord::RegisterBroker {
+                node_id: *node_id,
+                host: addr.ip().to_string(),
+                port: i32::from(addr.port()),
+            });
+        }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {
                 next_block_start: self.next_producer_id,
@@ -337,6 +347,7 @@ impl ControllerState {
         let s = &self.settings;
         let mut image = MetadataImage::empty(s.cluster_id.clone(), s.node_id, s.advertised);
         image.offset = self.applied;
+        image.brokers = self.brokers.clone();
         image.topics = self.topics.clone();
         image.topics_by_id = self.topics_by_id.clone();
         image.mirrors = self
@@ -370,6 +381,20 @@ impl ControllerState {
             &self.other_configs,
             self.settings.node_id,
         )
+    }
+
+    /// Whether this node is registered with its current address.
+    pub fn is_registered(&self) -> bool {
+        self.brokers.get(&self.settings.node_id) == Some(&self.settings.advertised)
+    }
+
+    /// The record that registers this node's broker.
+    pub fn registration(&self) -> MetadataRecord {
+        MetadataRecord::RegisterBroker {
+            node_id: self.settings.node_id,
+            host: self.settings.advertised.ip().to_string(),
+            port: i32::from(self.settings.advertised.port()),
+        }
     }
 
     /// Applies one committed record.
@@ -478,6 +503,16 @@ impl ControllerState {
                     .remove(id)
                     .ok_or_else(|| fail("unknown topic id".into()))?;
                 self.topics.remove(&name);
+            }
+            MetadataRecord::RegisterBroker {
+                node_id,
+                host,
+                port,
+            } => {
+                let addr = format!("{host}:{port}")
+                    .parse::<std::net::SocketAddr>()
+                    .map_err(|_| fail(format!("broker address {host}:{port} is not ip:port")))?;
+                self.brokers.insert(*node_id, addr);
             }
             MetadataRecord::ProducerIds { next_block_start } => {
                 if *next_block_start < self.next_producer_id {

@@ -49,6 +49,11 @@ pub struct MetadataImage {
     /// Dynamic broker configs (IncrementalAlterConfigs / AlterConfigs on BROKER): by
     /// resource name, "" for the cluster-wide default, else a node id.
     pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
+    /// Registered brokers by node id and the address clients reach them at (empty: this
+    /// node alone).
+    pub brokers: BTreeMap<i32, SocketAddr>,
+    /// The active controller's node id (this node when alone).
+    pub controller_id: i32,
 }
 
 /// One mirror: its configs as stored (MIRROR config resources, type 64).
@@ -95,7 +100,16 @@ impl MetadataImage {
             topics_by_id: HashMap::new(),
             mirrors: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
+            brokers: BTreeMap::new(),
+            controller_id: node_id,
         }
+    }
+
+    /// The brokers Metadata lists: the registered ones, this node always among them.
+    pub fn live_brokers(&self) -> Vec<(i32, SocketAddr)> {
+        let mut all = self.brokers.clone();
+        all.insert(self.node_id, self.advertised);
+        all.into_iter().collect()
     }
 
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {

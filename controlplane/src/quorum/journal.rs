@@ -234,6 +234,23 @@ impl MetadataJournal {
         }
     }
 
+    /// Proposes `batch` through whichever member leads, without waiting for it (a quorum
+    /// member registering itself). Alone: a plain commit.
+    pub fn propose_forwarded(&mut self, batch: &[MetadataRecord]) -> Result<(), JournalError> {
+        match &self.member {
+            Member::Alone(_) => self.append(batch),
+            Member::Cluster(h) => {
+                h.propose_forwarded(encode_batch(batch)?);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether this journal is one member of several.
+    pub fn in_quorum(&self) -> bool {
+        matches!(self.member, Member::Cluster(_))
+    }
+
     /// Committed changes not yet taken, in order.
     pub fn take_committed(&mut self) -> Result<Vec<Committed>, JournalError> {
         let mut out: Vec<Committed> = self.committed.drain(..).collect();

@@ -188,6 +188,13 @@ impl QuorumNode {
         Ok(self.raw.propose(Vec::new(), data)?)
     }
 
+    /// Proposes `data` from any member: a follower's proposal is forwarded to the leader
+    /// and its outcome is not reported (the proposer watches for it among the committed
+    /// entries). For idempotent records, such as a broker's registration.
+    pub fn propose_forwarded(&mut self, data: Vec<u8>) -> Result<(), QuorumError> {
+        Ok(self.raw.propose(Vec::new(), data)?)
+    }
+
     /// Proposes a membership change (added or removed voters).
     pub fn propose_conf_change(&mut self, cc: ConfChangeV2) -> Result<(), QuorumError> {
         Ok(self.raw.propose_conf_change(Vec::new(), cc)?)

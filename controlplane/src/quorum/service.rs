@@ -48,6 +48,7 @@ pub enum ProposeError {
 enum Event {
     Message(Message),
     Propose(Vec<u8>, Sender<Result<u64, ProposeError>>),
+    Forward(Vec<u8>),
     Compact(Vec<u8>),
     Status(Sender<Status>),
 }
@@ -81,6 +82,12 @@ impl QuorumHandle {
             .map_err(|_| ProposeError::Stopped("gone".into()))?;
         rx.recv()
             .map_err(|_| ProposeError::Stopped("gone".into()))?
+    }
+
+    /// Proposes `data` from any member, without waiting (see
+    /// [`QuorumNode::propose_forwarded`]).
+    pub fn propose_forwarded(&self, data: Vec<u8>) {
+        let _ = self.events.send(Event::Forward(data));
     }
 
     /// Snapshots `data` (the state machine as of every entry received from
@@ -280,6 +287,11 @@ fn run(
                     let _ = answer.send(Err(ProposeError::Stopped(e.to_string())));
                 }
             },
+            Ok(Event::Forward(data)) => {
+                if let Err(e) = node.propose_forwarded(data) {
+                    tracing::debug!(error = %e, "forwarded proposal dropped (no leader yet)");
+                }
+            }
             Ok(Event::Compact(data)) => {
                 if let Err(e) = node.compact(data) {
                     tracing::error!(error = %e, "quorum snapshot failed");

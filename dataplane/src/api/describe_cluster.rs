@@ -30,7 +30,7 @@ fn build(
 ) -> DescribeClusterResponse {
     let mut resp = DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(image.cluster_id.clone()))
-        .with_controller_id(BrokerId(image.node_id));
+        .with_controller_id(BrokerId(image.controller_id));
     if version >= 1 {
         resp.endpoint_type = endpoint_type;
     }
@@ -41,11 +41,17 @@ fn build(
         )));
         return resp;
     }
-    resp.brokers = vec![DescribeClusterBroker::default()
-        .with_broker_id(BrokerId(image.node_id))
-        .with_host(str_bytes(image.advertised.ip().to_string()))
-        .with_port(i32::from(image.advertised.port()))
-        .with_rack(None)];
+    resp.brokers = image
+        .live_brokers()
+        .into_iter()
+        .map(|(id, addr)| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(id))
+                .with_host(str_bytes(addr.ip().to_string()))
+                .with_port(i32::from(addr.port()))
+                .with_rack(None)
+        })
+        .collect();
     if include_operations {
         resp.cluster_authorized_operations = CLUSTER_OPERATIONS;
     }

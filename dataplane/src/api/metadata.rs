@@ -101,18 +101,24 @@ fn build(
     topics: Vec<MetadataResponseTopic>,
     version: i16,
 ) -> MetadataResponse {
-    let broker = MetadataResponseBroker::default()
-        .with_node_id(BrokerId(image.node_id))
-        .with_host(str_bytes(image.advertised.ip().to_string()))
-        .with_port(i32::from(image.advertised.port()));
+    let brokers = image
+        .live_brokers()
+        .into_iter()
+        .map(|(id, addr)| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(addr.ip().to_string()))
+                .with_port(i32::from(addr.port()))
+        })
+        .collect();
     let mut resp = MetadataResponse::default()
-        .with_brokers(vec![broker])
+        .with_brokers(brokers)
         .with_topics(topics);
     if version >= 2 {
         resp.cluster_id = Some(str_bytes(image.cluster_id.clone()));
     }
     if version >= 1 {
-        resp.controller_id = BrokerId(image.node_id);
+        resp.controller_id = BrokerId(image.controller_id);
     }
     resp
 }
