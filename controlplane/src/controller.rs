@@ -359,7 +359,7 @@ impl<P: PartitionOps> Controller<P> {
     /// anything changed.
     pub fn catch_up(&mut self) -> bool {
         self.register();
-        let before = self.state.image();
+        let before = self.metadata.load();
         if !self.apply_taken() {
             // The active controller may still have moved: Metadata names it.
             if self.journal.in_quorum() && self.journal.leader() != self.published_controller {
@@ -368,7 +368,7 @@ impl<P: PartitionOps> Controller<P> {
             return false;
         }
         self.publish();
-        let actions = crate::applier::actions_between(&before, &self.state.image(), &[]);
+        let actions = crate::applier::actions_between(&before, &self.metadata.load(), &[]);
         if !actions.is_empty() {
             for (action, outcome) in actions.iter().zip(self.ops.execute(&actions)) {
                 if let Err(message) = outcome {
@@ -389,7 +389,8 @@ impl<P: PartitionOps> Controller<P> {
         // Plan against everything committed so far (a new leader may have some to apply).
         self.catch_up();
         let plan = self.state.plan(request, &mut *self.new_topic_id);
-        let before = self.state.image();
+        // The published image is the state's: what it was before this change.
+        let before = self.metadata.load();
         if !plan.records.is_empty() {
             match self.journal.append(&plan.records) {
                 Ok(()) => {}
@@ -433,7 +434,7 @@ impl<P: PartitionOps> Controller<P> {
             AdminResponse::Results(r) => r,
             _ => &[],
         };
-        let actions = crate::applier::actions_between(&before, &self.state.image(), results);
+        let actions = crate::applier::actions_between(&before, &self.metadata.load(), results);
         if actions.is_empty() {
             return response;
         }

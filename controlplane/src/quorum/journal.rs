@@ -211,8 +211,7 @@ impl MetadataJournal {
         let store = RaftStore::open(data_dir)?;
         let snap = store.latest_snapshot();
         let (snapshot_applied, snapshot) = decode_snapshot(snap.get_metadata().index, &snap.data)?;
-        drop(store);
-        let handle = service::start(raft_id(node_id), voters, data_dir, timing)?;
+        let handle = service::start(raft_id(node_id), voters, store, timing)?;
         let journal = MetadataJournal {
             member: Member::Cluster(handle),
             committed: VecDeque::new(),

@@ -187,15 +187,14 @@ fn os_error(op: &'static str, what: &str) -> impl FnOnce(std::io::Error) -> Quor
     move |source| QuorumError::Store(super::storage::StoreError::Io { op, path, source })
 }
 
-/// Starts member `id` of `voters`, its storage under `data_dir`, listening on its own
-/// address in `voters` (port 0 picks one: see [`QuorumHandle::addr`]).
+/// Starts member `id` of `voters` over `store`, listening on its own address in
+/// `voters` (port 0 picks one: see [`QuorumHandle::addr`]).
 pub fn start(
     id: u64,
     voters: Voters,
-    data_dir: &std::path::Path,
+    store: RaftStore,
     timing: QuorumTiming,
 ) -> Result<QuorumHandle, QuorumError> {
-    let store = RaftStore::open(data_dir)?;
     let ids: Vec<u64> = voters.keys().copied().collect();
     let node = QuorumNode::open(id, &ids, store, timing)?;
     let listen = voters

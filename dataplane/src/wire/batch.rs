@@ -38,11 +38,11 @@ pub mod layout {
 /// The only record batch format Twinlog stores.
 pub const MAGIC_V2: i8 = 2;
 
-const COMPRESSION_MASK: i16 = 0x07;
+pub(crate) const COMPRESSION_MASK: i16 = 0x07;
 const TIMESTAMP_TYPE_FLAG: i16 = 0x08;
 const TRANSACTIONAL_FLAG: i16 = 0x10;
 const CONTROL_FLAG: i16 = 0x20;
-const DELETE_HORIZON_FLAG: i16 = 0x40;
+pub(crate) const DELETE_HORIZON_FLAG: i16 = 0x40;
 
 /// Why bytes are not a valid v2 record batch. `position` is the byte position of the
 /// batch within the buffer (or file) that was being read.

@@ -64,7 +64,8 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
     let mut members: BTreeMap<u64, QuorumHandle> = voters
         .keys()
         .map(|&id| {
-            let h = start(id, voters.clone(), dirs[&id].path(), timing()).expect("start");
+            let store = RaftStore::open(dirs[&id].path()).expect("store");
+            let h = start(id, voters.clone(), store, timing()).expect("start");
             (id, h)
         })
         .collect();
@@ -98,7 +99,8 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
         assert_eq!(take(h, 10), values(20..30));
     }
     // The old leader comes back from its directory and catches up.
-    let back = start(leader, voters.clone(), dirs[&leader].path(), timing()).expect("restart");
+    let store = RaftStore::open(dirs[&leader].path()).expect("store");
+    let back = start(leader, voters.clone(), store, timing()).expect("restart");
     assert_eq!(take(&back, 30), values(0..30), "replayed, then caught up");
     members.insert(leader, back);
     assert_eq!(wait_leader(&members), second);

@@ -78,6 +78,9 @@ pub struct Snapshot {
     pub aborted: Vec<AbortedTxn>,
     pub last_batch_of_active: HashMap<ProducerId, Offset>,
     pub now_ms: i64,
+    /// Whether the two fields above were gathered (only for a log that wants cleaning):
+    /// a clean needs them.
+    complete: bool,
 }
 
 impl Snapshot {
@@ -121,23 +124,31 @@ impl Snapshot {
                 first_timestamp: s.first_batch_timestamp(),
             })
             .collect();
-        let last_batch_of_active = log
-            .producer_state()
-            .entries()
-            .filter_map(|e| e.batches.back().map(|b| (e.producer_id, b.last_offset)))
-            .collect();
-        Some(Snapshot {
+        let mut snap = Snapshot {
             tp: log.topic_partition().clone(),
             dir: log.dir().to_path_buf(),
             generation: log.generation,
-            aborted: log.aborted_transactions(start, uncleanable),
+            aborted: Vec::new(),
             config,
             first_dirty,
             first_uncleanable: uncleanable,
             segments,
-            last_batch_of_active,
+            last_batch_of_active: HashMap::new(),
             now_ms,
-        })
+            complete: false,
+        };
+        // What only a clean needs (the transaction indexes' aborted transactions, the
+        // active producers): not gathered for the many logs a look leaves alone.
+        if snap.wants_cleaning() {
+            snap.aborted = log.aborted_transactions(start, uncleanable);
+            snap.last_batch_of_active = log
+                .producer_state()
+                .entries()
+                .filter_map(|e| e.batches.back().map(|b| (e.producer_id, b.last_offset)))
+                .collect();
+            snap.complete = true;
+        }
+        Some(snap)
     }
 
     fn is_dirty(&self, s: &SegmentInfo) -> bool {
@@ -425,13 +436,14 @@ fn groups(segments: &[SegmentInfo], max_bytes: u64) -> Vec<Vec<SegmentInfo>> {
 }
 
 /// Cleans the partition as `snap` saw it. Returns what it did; `Ok(None)` when there was
-/// nothing to do.
+/// nothing to do (no dirty bytes, or a log that did not want cleaning when `snap` was
+/// taken).
 pub async fn clean(
     partition: &Weak<Partition>,
     snap: Snapshot,
     env: &CleanEnv<'_>,
 ) -> Result<Option<CleanStats>, CleanError> {
-    if snap.dirty_bytes() == 0 {
+    if snap.dirty_bytes() == 0 || !snap.complete {
         return Ok(None);
     }
     let mut stats = CleanStats::default();

@@ -24,12 +24,9 @@ use bytes::{Bytes, BytesMut};
 use super::offset_map::OffsetMap;
 use crate::log::txn_index::AbortedTxn;
 use crate::types::{Offset, ProducerId};
-use crate::wire::batch::{BatchBuilder, Compression};
+use crate::wire::batch::{BatchBuilder, Compression, COMPRESSION_MASK, DELETE_HORIZON_FLAG};
 use crate::wire::records::{batch_records, write_varlong, Record};
 use crate::wire::{ControlType, RecordBatch};
-
-const DELETE_HORIZON_FLAG: i16 = 0x40;
-const COMPRESSION_MASK: i16 = 0x07;
 
 /// The transactions the walk over the log has met (Kafka's `CleanedTransactionMetadata`).
 /// Fed every batch in offset order, from the first offset the walk covers.
