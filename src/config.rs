@@ -95,8 +95,18 @@ pub struct BrokerConfig {
     /// `num.partitions`: partitions of an auto-created topic or a CreateTopics request
     /// that leaves the count to the broker.
     pub num_partitions: i32,
-    /// `default.replication.factor`: always 1, since a single node has no other replica.
+    /// `default.replication.factor`: replicas of a topic created with -1.
     pub default_replication_factor: i16,
+    /// `offsets.topic.replication.factor` (Twinlog uses it for every internal topic;
+    /// `transaction.state.log.replication.factor` is its synonym here), capped at the
+    /// cluster's size.
+    pub offsets_topic_replication_factor: i16,
+    /// `broker.rack`.
+    pub broker_rack: Option<String>,
+    /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
+    pub broker_session_timeout_ms: u64,
+    /// `replica.*`: followers' fetching and the ISR lag limit.
+    pub replication: dataplane::fetcher::replica::ReplicationConfig,
     /// `auto.create.topics.enable`: create a topic on Metadata for an unknown name.
     pub auto_create_topics_enable: bool,
     /// `listener.cpu.steering`: each shard's listener sets SO_INCOMING_CPU to its core,
@@ -203,6 +213,10 @@ impl Default for BrokerConfig {
             data_dir: PathBuf::from("./data"),
             num_partitions: 1,
             default_replication_factor: 1,
+            offsets_topic_replication_factor: 3,
+            broker_rack: None,
+            broker_session_timeout_ms: 9_000,
+            replication: dataplane::fetcher::replica::ReplicationConfig::default(),
             auto_create_topics_enable: true,
             listener_cpu_steering: true,
             socket_request_max_bytes: 104_857_600,
@@ -241,6 +255,18 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.dir",
     "num.partitions",
     "default.replication.factor",
+    "offsets.topic.replication.factor",
+    "transaction.state.log.replication.factor",
+    "broker.rack",
+    "broker.session.timeout.ms",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "replica.lag.time.max.ms",
+    "replica.fetch.max.bytes",
+    "replica.fetch.response.max.bytes",
+    "replica.fetch.wait.max.ms",
+    "replica.fetch.min.bytes",
+    "replica.fetch.backoff.ms",
     "auto.create.topics.enable",
     "listener.cpu.steering",
     "socket.request.max.bytes",
@@ -402,13 +428,68 @@ impl BrokerConfig {
         if let Some((k, v)) = get("num.partitions") {
             self.num_partitions = int_in(k, &v, POSITIVE_I32)? as i32;
         }
+        let factor = IntRule {
+            min: 1,
+            max: i16::MAX as i64,
+            expected: "a replication factor from 1 to 32767",
+        };
         if let Some((k, v)) = get("default.replication.factor") {
-            let rule = IntRule {
-                min: 1,
-                max: 1,
-                expected: "1 (a single-node broker keeps exactly one replica)",
-            };
-            self.default_replication_factor = int_in(k, &v, rule)? as i16;
+            self.default_replication_factor = int_in(k, &v, factor)? as i16;
+        }
+        for name in [
+            "transaction.state.log.replication.factor",
+            "offsets.topic.replication.factor",
+        ] {
+            if let Some((k, v)) = get(name) {
+                self.offsets_topic_replication_factor = int_in(k, &v, factor)? as i16;
+            }
+        }
+        if let Some((k, v)) = get("broker.rack") {
+            let rack = v.string(k, "a rack name")?;
+            self.broker_rack = (!rack.is_empty()).then_some(rack);
+        }
+        if let Some((k, v)) = get("broker.session.timeout.ms") {
+            self.broker_session_timeout_ms = int_in(k, &v, POSITIVE_I32)? as u64;
+        }
+        for name in ["min.insync.replicas", "unclean.leader.election.enable"] {
+            if let Some((k, v)) = get(name) {
+                let text = match v {
+                    Scalar::Int(i) => i.to_string(),
+                    Scalar::Bool(b) => b.to_string(),
+                    Scalar::Str(s) => s.to_string(),
+                    Scalar::Other(o) => o,
+                };
+                let expected = if name == "min.insync.replicas" {
+                    "a positive integer"
+                } else {
+                    "true or false"
+                };
+                dataplane::log::config::apply_topic_config(&mut self.log, k, &text).map_err(
+                    |_| ConfigError::BadValue {
+                        key: k.to_string(),
+                        value: text.clone(),
+                        expected,
+                    },
+                )?;
+            }
+        }
+        if let Some((k, v)) = get("replica.lag.time.max.ms") {
+            self.replication.lag_time_max_ms = int_in(k, &v, POSITIVE_I32)?;
+        }
+        if let Some((k, v)) = get("replica.fetch.max.bytes") {
+            self.replication.fetch_max_bytes = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("replica.fetch.response.max.bytes") {
+            self.replication.fetch_response_max_bytes = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("replica.fetch.wait.max.ms") {
+            self.replication.fetch_wait_max_ms = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("replica.fetch.min.bytes") {
+            self.replication.fetch_min_bytes = int_in(k, &v, POSITIVE_I32)? as i32;
+        }
+        if let Some((k, v)) = get("replica.fetch.backoff.ms") {
+            self.replication.fetch_backoff_ms = int_in(k, &v, NON_NEGATIVE_I32)? as u64;
         }
         if let Some((k, v)) = get("auto.create.topics.enable") {
             self.auto_create_topics_enable = v.boolean(k)?;

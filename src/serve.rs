@@ -193,6 +193,13 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             queue_max: controlplane::ControllerConfig::DEFAULT_QUEUE_MAX,
             mirror_state_partitions: config.mirror_state_topic_num_partitions,
             // More voters than this node: a member of a quorum of controllers.
+            cluster: controlplane::controller::ClusterSettings {
+                rack: config.broker_rack.clone(),
+                default_replication_factor: config.default_replication_factor,
+                internal_replication_factor: config.offsets_topic_replication_factor,
+                session_timeout_ms: config.broker_session_timeout_ms,
+                expected_brokers: config.quorum_voters.len().max(1),
+            },
             quorum: (config.quorum_voters.len() > 1).then(|| {
                 let voters = config
                     .quorum_voters
@@ -225,6 +232,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         num_partitions: config.num_partitions,
         log_retention_check_interval_ms: config.log_retention_check_interval_ms,
         default_log_config: config.log.clone(),
+        replication: config.replication.clone(),
         cleaner: config.cleaner.clone(),
         internal_segment_bytes: (
             config.offsets_topic_segment_bytes,
@@ -363,6 +371,9 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             std::thread::sleep(Duration::from_millis(50));
         }
         tracing::info!("shutting down");
+        if config.quorum_voters.len() > 1 {
+            controlled_shutdown(controller.as_ref(), &metadata, CONTROLLED_SHUTDOWN_MAX);
+        }
     }
     stop_tx.close();
     mirror_client.close();
@@ -429,7 +440,7 @@ async fn run_shard(
     {
         let tp = p.tp.clone();
         match ctx
-            .open_partition(p.tp, p.topic_id, p.config, p.leader_epoch)
+            .open_partition(p.tp, p.topic_id, p.config, p.leadership)
             .await
         {
             Ok(()) => opened += 1,
@@ -455,6 +466,7 @@ async fn run_shard(
             dataplane::net::run_listener(ctx, listener, stop, gate).await
         })
     };
+    let isr = glommio::spawn_local(dataplane::fetcher::replica::maintain_isr(Rc::clone(&ctx)));
     let cleaner = glommio::spawn_local(dataplane::log::cleaner::task::run(
         Rc::clone(&ctx),
         settings.cleaner.clone(),
@@ -492,6 +504,8 @@ async fn run_shard(
     txn_runtime.shutdown();
     // Connections finish the request in hand, then close; mirror fetchers stop.
     ctx.mirror_fetchers.shutdown();
+    ctx.replica_fetchers.shutdown();
+    isr.cancel().await;
     let _ = gate.close().await;
     housekeeping.cancel().await;
     cleaner.cancel().await;
@@ -520,11 +534,35 @@ async fn create_compacted_topic(
     partitions: i32,
     segment_bytes: u64,
 ) {
+    // Every node tries until the topic exists: in a quorum only the active controller
+    // creates it, once enough brokers registered for its replication factor.
+    let mut attempt = 0u32;
+    while !ctx.metadata.load().topics.contains_key(name) {
+        if attempt > 0 {
+            glommio::timer::sleep(Duration::from_secs(1)).await;
+        }
+        attempt += 1;
+        if create_internal_topic(&ctx, name, partitions, segment_bytes, attempt).await {
+            return;
+        }
+    }
+}
+
+/// One CreateTopics of an internal topic; true when it exists now.
+async fn create_internal_topic(
+    ctx: &ShardCtx,
+    name: &'static str,
+    partitions: i32,
+    segment_bytes: u64,
+    attempt: u32,
+) -> bool {
     let rx = ctx.controller.submit(AdminRequest::CreateTopics {
         topics: vec![NewTopic {
             name: name.to_string(),
             num_partitions: partitions,
-            replication_factor: 1,
+            // `offsets.topic.replication.factor`, capped at the cluster's size.
+            replication_factor: -1,
+            assignments: Vec::new(),
             // `offsets.topic.segment.bytes` / `transaction.state.log.segment.bytes`, as
             // Kafka: segments small enough for the cleaner, which never touches the
             // active one.
@@ -542,14 +580,71 @@ async fn create_compacted_topic(
                 .all(|r| r.error_code == 0 || r.error_code == 36) =>
         {
             tracing::info!(partitions, "{name} created");
+            true
         }
         // In a quorum, only the active controller creates it; the others are told so.
         Ok(AdminResponse::Failed { error_code, .. })
             if error_code == kafka_protocol::ResponseError::NotController.code() =>
         {
-            tracing::info!("{name} is created by the active controller");
+            false
         }
-        other => tracing::error!(answer = ?other, "cannot create {name}"),
+        other => {
+            // Not enough brokers yet, most likely: said once, then every 30 tries.
+            if attempt == 1 || attempt.is_multiple_of(30) {
+                tracing::info!(answer = ?other, "{name} not created yet");
+            }
+            false
+        }
+    }
+}
+
+/// How long a broker waits for its leaderships to move before it exits anyway.
+const CONTROLLED_SHUTDOWN_MAX: Duration = Duration::from_secs(15);
+
+/// Kafka's controlled shutdown: the broker tells the controller it is going, the
+/// controller moves every leadership another in-sync replica can take, and the broker
+/// exits once the image shows it leads none of those (or `max` passed).
+fn controlled_shutdown(
+    controller: &dyn dataplane::controller::ControllerHandle,
+    metadata: &MetadataCell,
+    max: Duration,
+) {
+    let started = std::time::Instant::now();
+    let mut asked: Option<std::time::Instant> = None;
+    loop {
+        let image = metadata.load();
+        let me = image.node_id;
+        let movable = image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.leader == me && p.isr.iter().any(|r| *r != me && image.is_live(*r)))
+            .count();
+        if movable == 0 {
+            tracing::info!(
+                waited_ms = started.elapsed().as_millis() as u64,
+                "controlled shutdown: no leadership left to move"
+            );
+            return;
+        }
+        if started.elapsed() >= max {
+            tracing::warn!(
+                partitions = movable,
+                "controlled shutdown timed out; exiting with leaderships in place"
+            );
+            return;
+        }
+        // Asked again now and then: a forwarded request lost in a leader change is not
+        // answered.
+        if asked.is_none_or(|at| at.elapsed() >= Duration::from_secs(2)) {
+            drop(controller.submit(AdminRequest::ControlledShutdown));
+            asked = Some(std::time::Instant::now());
+            tracing::info!(
+                partitions = movable,
+                "controlled shutdown: moving leaderships away"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

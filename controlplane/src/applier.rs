@@ -1,9 +1,10 @@
 //! The metadata applier: what committed metadata means for this node's shards, worked
 //! out from the images before and after a change, not from the plan the controller made
 //! (the split of commit from apply: a node that did not plan a change, a follower of the
-//! quorum, applies it the same way). A partition this node leads is opened when it
-//! appears, deleted with its topic, reconfigured when its topic's log config changes,
-//! and led at its new epoch when the epoch moves.
+//! quorum, applies it the same way). A partition with a replica on this node is opened
+//! when it appears here, deleted with its topic (or when its replica leaves this node),
+//! reconfigured when its topic's log config changes, and handed its new leadership
+//! (leader, epochs, ISR) whenever that moves: leading it or following its leader.
 
 use dataplane::controller::AdminResult;
 use dataplane::metadata::MetadataImage;
@@ -35,7 +36,11 @@ pub fn actions_between(
         if new.topics_by_id.contains_key(&topic.id) {
             continue;
         }
-        for p in topic.partitions.iter().filter(|p| p.leader == node) {
+        for p in topic
+            .partitions
+            .iter()
+            .filter(|p| p.replicas.contains(&node))
+        {
             let tp = TopicPartition::new(topic.name.clone(), p.partition);
             out.push(PartitionAction::Delete {
                 result_index: result_index(&tp),
@@ -49,16 +54,30 @@ pub fn actions_between(
             .topics_by_id
             .get(&topic.id)
             .and_then(|name| old.topics.get(name));
-        for p in topic.partitions.iter().filter(|p| p.leader == node) {
+        for p in &topic.partitions {
             let tp = TopicPartition::new(topic.name.clone(), p.partition);
             let index = result_index(&tp);
-            let was = before.and_then(|t| t.partitions.get(p.partition as usize));
+            let was = before
+                .and_then(|t| t.partitions.get(p.partition as usize))
+                .filter(|w| w.replicas.contains(&node));
+            if !p.replicas.contains(&node) {
+                if let Some(w) = was {
+                    // The replica moved off this node (reassignment).
+                    out.push(PartitionAction::Delete {
+                        result_index: index,
+                        tp,
+                        shard: w.shard,
+                    });
+                }
+                continue;
+            }
             match was {
                 None => out.push(PartitionAction::Open {
                     result_index: index,
                     tp,
                     topic_id: topic.id,
                     config: topic.log_config.clone(),
+                    leadership: p.leadership(),
                     shard: p.shard,
                 }),
                 Some(was) => {
@@ -70,11 +89,11 @@ pub fn actions_between(
                             shard: p.shard,
                         });
                     }
-                    if p.leader_epoch > was.leader_epoch {
-                        out.push(PartitionAction::MakeLeader {
+                    if was.leadership() != p.leadership() {
+                        out.push(PartitionAction::SetLeadership {
                             result_index: index,
                             tp,
-                            leader_epoch: p.leader_epoch,
+                            leadership: p.leadership(),
                             shard: p.shard,
                         });
                     }
@@ -111,12 +130,7 @@ mod tests {
             partitions: epochs
                 .iter()
                 .enumerate()
-                .map(|(i, e)| PartitionImage {
-                    partition: i as i32,
-                    leader: 0,
-                    leader_epoch: *e,
-                    shard: i % 2,
-                })
+                .map(|(i, e)| PartitionImage::single(i as i32, 0, *e, i % 2))
                 .collect(),
             configs: BTreeMap::new(),
             log_config: LogConfig {
@@ -134,9 +148,10 @@ mod tests {
                 PartitionAction::Open { tp, .. } => format!("open {tp}"),
                 PartitionAction::Delete { tp, .. } => format!("delete {tp}"),
                 PartitionAction::UpdateConfig { tp, .. } => format!("config {tp}"),
-                PartitionAction::MakeLeader {
-                    tp, leader_epoch, ..
-                } => format!("lead {tp}@{leader_epoch}"),
+                PartitionAction::SetLeadership { tp, leadership, .. } => format!(
+                    "lead {tp}@{} by {} isr {:?}",
+                    leadership.leader_epoch.0, leadership.leader, leadership.isr
+                ),
             })
             .collect()
     }
@@ -158,7 +173,7 @@ mod tests {
                 "delete b-0",
                 "config a-0",
                 "config a-1",
-                "lead a-1@3",
+                "lead a-1@3 by 0 isr [0]",
                 "open a-2",
                 "open b-0",
             ]
@@ -172,11 +187,57 @@ mod tests {
             actions_between(&new, &new, &[]).is_empty(),
             "no change, no work"
         );
-        // Partitions another node leads are not this node's work.
+        // Partitions with no replica here are not this node's work.
         let mut theirs = topic("c", 4, &[0], 10);
-        theirs.partitions[0].leader = 7;
+        theirs.partitions[0] = PartitionImage::single(0, 7, 0, 0);
         assert!(actions_between(&old, &image(vec![theirs]), &[])
             .iter()
             .all(|a| !matches!(a, PartitionAction::Open { .. })));
+    }
+
+    #[test]
+    fn a_follower_replica_is_opened_here_and_follows_every_leadership_change() {
+        let replicated = |leader: i32, epoch: i32, isr: Vec<i32>| {
+            let mut t = topic("r", 5, &[0], 10);
+            t.partitions[0] = PartitionImage {
+                partition: 0,
+                leader,
+                leader_epoch: epoch,
+                partition_epoch: epoch,
+                replicas: vec![7, 0, 8],
+                isr,
+                shard: 1,
+            };
+            image(vec![t])
+        };
+        let empty = image(vec![]);
+        let led_by_7 = replicated(7, 0, vec![7, 0, 8]);
+        assert_eq!(
+            kinds(&actions_between(&empty, &led_by_7, &[])),
+            vec!["open r-0"]
+        );
+        // The ISR shrinks: the follower hears of it too.
+        let shrunk = replicated(7, 0, vec![7, 0]);
+        assert_eq!(
+            kinds(&actions_between(&led_by_7, &shrunk, &[])),
+            vec!["lead r-0@0 by 7 isr [7, 0]"]
+        );
+        // Its leader fails over to this node.
+        let ours = replicated(0, 1, vec![0]);
+        assert_eq!(
+            kinds(&actions_between(&shrunk, &ours, &[])),
+            vec!["lead r-0@1 by 0 isr [0]"]
+        );
+        // The replica moves away (reassignment): its log goes.
+        let mut moved = topic("r", 5, &[0], 10);
+        moved.partitions[0] = PartitionImage {
+            replicas: vec![7, 8],
+            isr: vec![7, 8],
+            ..PartitionImage::single(0, 7, 2, 1)
+        };
+        assert_eq!(
+            kinds(&actions_between(&ours, &image(vec![moved]), &[])),
+            vec!["delete r-0"]
+        );
     }
 }

@@ -11,13 +11,13 @@ use dataplane::controller::{AdminRequest, AdminResponse, AdminResult};
 use dataplane::log::LogConfig;
 use dataplane::metadata::{MetadataCell, MetadataImage};
 use dataplane::shard::{ShardRequest, ShardRouter};
-use dataplane::types::{LeaderEpoch, TopicPartition};
+use dataplane::types::TopicPartition;
 use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use kafka_protocol::ResponseError;
 
 use crate::meta_properties::{load_or_create_cluster_id, MetaPropertiesError};
-use crate::metadata_log::MetadataLogError;
+use crate::metadata_log::{MetadataLogError, MetadataRecord};
 use crate::quorum::{JournalError, MetadataJournal};
 use crate::state::{ControllerState, NodeSettings, PartitionAction, StateError};
 
@@ -39,6 +39,36 @@ pub struct ControllerConfig {
     /// `controller.quorum.voters` with more than this node: the quorum it is a member of
     /// (Raft id -> controller address) and its timing. `None`: this node alone.
     pub quorum: Option<(crate::quorum::Voters, crate::quorum::QuorumTiming)>,
+    /// Replication and broker liveness settings.
+    pub cluster: ClusterSettings,
+}
+
+/// The cluster side of the controller's config (Kafka's names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSettings {
+    /// `broker.rack` of this node.
+    pub rack: Option<String>,
+    /// `default.replication.factor`.
+    pub default_replication_factor: i16,
+    /// `offsets.topic.replication.factor` (also used for the other internal topics).
+    pub internal_replication_factor: i16,
+    /// `broker.session.timeout.ms`: a broker not heard from for this long is fenced.
+    pub session_timeout_ms: u64,
+    /// How many brokers the cluster has (the voters; 1 alone): internal topics wait for
+    /// that many, up to their replication factor.
+    pub expected_brokers: usize,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings {
+            rack: None,
+            default_replication_factor: 1,
+            internal_replication_factor: 3,
+            session_timeout_ms: 9_000,
+            expected_brokers: 1,
+        }
+    }
 }
 
 impl ControllerConfig {
@@ -87,16 +117,16 @@ impl PartitionOps for ShardRouter {
                         tp,
                         topic_id,
                         config,
+                        leadership,
                         shard,
                         ..
                     } => (
                         shard,
-                        // A partition a plan opens is new: it starts at epoch 0.
                         ShardRequest::OpenPartition {
                             tp,
                             topic_id,
                             config,
-                            leader_epoch: LeaderEpoch(0),
+                            leadership,
                         },
                     ),
                     PartitionAction::Delete { tp, shard, .. } => {
@@ -105,18 +135,12 @@ impl PartitionOps for ShardRouter {
                     PartitionAction::UpdateConfig {
                         tp, config, shard, ..
                     } => (shard, ShardRequest::UpdateConfig { tp, config }),
-                    PartitionAction::MakeLeader {
+                    PartitionAction::SetLeadership {
                         tp,
-                        leader_epoch,
+                        leadership,
                         shard,
                         ..
-                    } => (
-                        shard,
-                        ShardRequest::MakeLeader {
-                            tp,
-                            leader_epoch: LeaderEpoch(leader_epoch),
-                        },
-                    ),
+                    } => (shard, ShardRequest::SetLeadership { tp, leadership }),
                 };
                 async move {
                     self.request(shard, request)
@@ -138,23 +162,29 @@ pub struct PartitionToOpen {
     pub topic_id: uuid::Uuid,
     pub config: LogConfig,
     pub shard: usize,
-    pub leader_epoch: LeaderEpoch,
+    pub leadership: dataplane::partition::Leadership,
 }
 
-/// Every partition of `image`, with the topic's effective log config and its shard, so
-/// that each shard can open the partitions it owns before serving clients.
+/// Every partition of `image` with a replica on this node, with the topic's effective
+/// log config, its shard and its leadership, so that each shard can open the partitions
+/// it owns before serving clients.
 pub fn topics_to_open(image: &MetadataImage) -> Vec<PartitionToOpen> {
+    let node = image.node_id;
     image
         .topics
         .values()
         .flat_map(|topic| {
-            topic.partitions.iter().map(move |p| PartitionToOpen {
-                tp: TopicPartition::new(topic.name.clone(), p.partition),
-                topic_id: topic.id,
-                config: topic.log_config.clone(),
-                shard: p.shard,
-                leader_epoch: LeaderEpoch(p.leader_epoch),
-            })
+            topic
+                .partitions
+                .iter()
+                .filter(move |p| p.replicas.contains(&node))
+                .map(move |p| PartitionToOpen {
+                    tp: TopicPartition::new(topic.name.clone(), p.partition),
+                    topic_id: topic.id,
+                    config: topic.log_config.clone(),
+                    shard: p.shard,
+                    leadership: p.leadership(),
+                })
         })
         .collect()
 }
@@ -170,6 +200,13 @@ pub struct Controller<P: PartitionOps> {
     published_controller: Option<i32>,
     /// When this node last proposed its broker registration (quorum members).
     registered_at: Option<std::time::Instant>,
+    /// This broker asked for a controlled shutdown: it does not register again.
+    shutting_down: bool,
+    /// Since when this node has led the quorum (fencing waits a session timeout after
+    /// it starts leading: until then it has not heard every member).
+    leading_since: Option<std::time::Instant>,
+    /// `broker.session.timeout.ms`.
+    session_timeout: std::time::Duration,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -226,6 +263,10 @@ impl<P: PartitionOps> Controller<P> {
             num_partitions: config.num_partitions,
             shard_count: ops.shard_count(),
             mirror_state_partitions: config.mirror_state_partitions.max(1),
+            rack: config.cluster.rack.clone(),
+            default_replication_factor: config.cluster.default_replication_factor,
+            internal_replication_factor: config.cluster.internal_replication_factor,
+            expected_brokers: config.cluster.expected_brokers.max(1),
         });
         for record in &replay.snapshot {
             state.apply(record)?;
@@ -244,24 +285,10 @@ impl<P: PartitionOps> Controller<P> {
             new_topic_id: Box::new(uuid::Uuid::new_v4),
             published_controller: None,
             registered_at: None,
+            shutting_down: false,
+            leading_since: None,
+            session_timeout: std::time::Duration::from_millis(config.cluster.session_timeout_ms),
         };
-        let moves = controller.state.replacement_records();
-        if !moves.is_empty() {
-            tracing::info!(
-                partitions = moves.len(),
-                shards = controller.ops.shard_count(),
-                "shard count went down; placing partitions of missing shards again"
-            );
-            match controller.journal.append(&moves) {
-                Ok(()) => {
-                    controller.apply_taken();
-                }
-                // A quorum member that does not lead (yet): the active controller places
-                // them (its own shard count is what counts there).
-                Err(JournalError::NotLeader(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
         tracing::info!(
             records = controller.state.applied(),
             topics = controller.metadata_image().topics.len(),
@@ -302,7 +329,7 @@ impl<P: PartitionOps> Controller<P> {
     /// A quorum member registers its broker (with the address clients reach it at) until
     /// the registration is committed, proposing again at most once a second.
     fn register(&mut self) {
-        if !self.journal.in_quorum() || self.state.is_registered() {
+        if !self.journal.in_quorum() || self.state.is_registered() || self.shutting_down {
             return;
         }
         let due = self
@@ -360,22 +387,91 @@ impl<P: PartitionOps> Controller<P> {
     pub fn catch_up(&mut self) -> bool {
         self.register();
         let before = self.metadata.load();
-        if !self.apply_taken() {
+        let changed = if self.apply_taken() {
+            self.publish();
+            self.run_actions(&before, &[]);
+            true
+        } else {
             // The active controller may still have moved: Metadata names it.
             if self.journal.in_quorum() && self.journal.leader() != self.published_controller {
                 self.publish();
             }
-            return false;
+            false
+        };
+        self.maintain_cluster() || changed
+    }
+
+    /// The shard work from `before` to the published image, run; failures logged.
+    fn run_actions(&self, before: &MetadataImage, results: &[AdminResult]) {
+        let actions = crate::applier::actions_between(before, &self.metadata.load(), results);
+        if actions.is_empty() {
+            return;
         }
-        self.publish();
-        let actions = crate::applier::actions_between(&before, &self.metadata.load(), &[]);
-        if !actions.is_empty() {
-            for (action, outcome) in actions.iter().zip(self.ops.execute(&actions)) {
-                if let Err(message) = outcome {
-                    tracing::error!(?action, error = %message, "partition log operation failed");
-                }
+        for (action, outcome) in actions.iter().zip(self.ops.execute(&actions)) {
+            if let Err(message) = outcome {
+                tracing::error!(?action, error = %message, "partition log operation failed");
             }
         }
+    }
+
+    /// The active controller's own changes: brokers not heard from within the session
+    /// timeout are fenced (and heard-from fenced ones unfenced), then every partition
+    /// whose leader or ISR those changes affect gets its election. Returns whether
+    /// anything was committed.
+    fn maintain_cluster(&mut self) -> bool {
+        if !self.journal.in_quorum() {
+            return false;
+        }
+        let (leading, heard) = self.journal.peers_heard();
+        if !leading {
+            self.leading_since = None;
+            return false;
+        }
+        let since = *self
+            .leading_since
+            .get_or_insert_with(std::time::Instant::now);
+        let mut changed = false;
+        if since.elapsed() >= self.session_timeout {
+            let me = self.state.settings().node_id;
+            let mut liveness = Vec::new();
+            for (id, b) in self.state.brokers() {
+                if *id == me {
+                    continue;
+                }
+                let ago = heard.get(id).copied().flatten();
+                let silent = ago.is_none_or(|d| d > self.session_timeout);
+                if silent && !b.fenced {
+                    tracing::warn!(
+                        node = id,
+                        "fencing a broker not heard from within broker.session.timeout.ms"
+                    );
+                    liveness.push(MetadataRecord::FenceBroker { node_id: *id });
+                } else if !silent && b.fenced && !b.shutting_down {
+                    tracing::info!(node = id, "unfencing a broker heard from again");
+                    liveness.push(MetadataRecord::UnfenceBroker { node_id: *id });
+                }
+            }
+            changed |= self.commit_own(liveness);
+        }
+        let elections = self.state.election_records();
+        changed |= self.commit_own(elections);
+        changed
+    }
+
+    /// Commits records this controller decided on its own (no request to answer),
+    /// applies them and runs their shard work.
+    fn commit_own(&mut self, records: Vec<MetadataRecord>) -> bool {
+        if records.is_empty() {
+            return false;
+        }
+        let before = self.metadata.load();
+        if let Err(e) = self.journal.append(&records) {
+            tracing::warn!(error = %e, "cannot commit the controller's own metadata change");
+            return false;
+        }
+        self.apply_taken();
+        self.publish();
+        self.run_actions(&before, &[]);
         true
     }
 
@@ -388,6 +484,21 @@ impl<P: PartitionOps> Controller<P> {
     pub fn handle(&mut self, request: &AdminRequest) -> AdminResponse {
         // Plan against everything committed so far (a new leader may have some to apply).
         self.catch_up();
+        if matches!(request, AdminRequest::ControlledShutdown) {
+            self.shutting_down = true;
+        }
+        // Conditional records any member may propose: through the leader, unanswered
+        // (the asker sees the outcome in a later image).
+        let forwardable = self.state.forwardable_records(request);
+        if !forwardable.is_empty()
+            && self.journal.in_quorum()
+            && self.journal.leader() != Some(self.state.settings().node_id)
+        {
+            if let Err(e) = self.journal.propose_forwarded(&forwardable) {
+                tracing::warn!(error = %e, "cannot forward a metadata change to the active controller");
+            }
+            return AdminResponse::Results(Vec::new());
+        }
         let plan = self.state.plan(request, &mut *self.new_topic_id);
         // The published image is the state's: what it was before this change.
         let before = self.metadata.load();
@@ -491,7 +602,10 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",
         AdminRequest::AlterTopicConfigs { .. } => "topic configs changed",
-        AdminRequest::AllocateProducerIds { .. } | AdminRequest::BumpLeaderEpochs { .. } => return,
+        AdminRequest::AllocateProducerIds { .. }
+        | AdminRequest::BumpLeaderEpochs { .. }
+        | AdminRequest::AlterPartition { .. }
+        | AdminRequest::ControlledShutdown => return,
         AdminRequest::AlterMirrorConfigs {
             validate_only: true,
             ..
@@ -553,7 +667,7 @@ mod tests {
                         PartitionAction::Open { tp, .. }
                         | PartitionAction::Delete { tp, .. }
                         | PartitionAction::UpdateConfig { tp, .. }
-                        | PartitionAction::MakeLeader { tp, .. } => tp,
+                        | PartitionAction::SetLeadership { tp, .. } => tp,
                     };
                     if fail.contains(tp) {
                         Err(format!("disk full for {tp}"))
@@ -588,6 +702,7 @@ mod tests {
             queue_max: 16,
             mirror_state_partitions: 3,
             quorum: None,
+            cluster: ClusterSettings::default(),
         }
     }
 
@@ -607,6 +722,7 @@ mod tests {
             name: name.to_string(),
             num_partitions: partitions,
             replication_factor: -1,
+            assignments: Vec::new(),
             configs: configs
                 .iter()
                 .map(|(k, v)| (k.to_string(), Some(v.to_string())))
@@ -681,7 +797,7 @@ mod tests {
         assert!(r[7]
             .message
             .as_deref()
-            .is_some_and(|m| m.contains("single-node")));
+            .is_some_and(|m| m.contains("only 1 broker(s) are registered")));
         assert!(r[8]
             .message
             .as_deref()
@@ -787,12 +903,12 @@ mod tests {
             .take()
             .into_iter()
             .map(|action| match action {
-                PartitionAction::MakeLeader {
+                PartitionAction::SetLeadership {
                     tp,
-                    leader_epoch,
+                    leadership,
                     shard,
                     ..
-                } => (tp, leader_epoch, shard),
+                } => (tp, leadership.leader_epoch.0, shard),
                 other => panic!("unexpected {other:?}"),
             })
             .collect();
@@ -1336,7 +1452,7 @@ mod tests {
     }
 
     #[test]
-    fn fewer_shards_after_restart_moves_partitions() {
+    fn shard_placement_is_each_nodes_own_and_follows_its_shard_count() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (mut c, _) = open(dir.path(), 8);
         create(&mut c, vec![topic("a", 16, &[])]);
@@ -1347,9 +1463,16 @@ mod tests {
         assert!(a.partitions.iter().all(|p| p.shard < 2));
         let offset = image.offset;
         drop(image);
-        // The move was written: a second restart with the same count writes nothing.
-        let (_, cell) = open(dir.path(), 2);
+        // Placement is not replicated: nothing was written for it.
+        let (_, cell) = open(dir.path(), 3);
         assert_eq!(cell.load().offset, offset);
+        assert!(cell
+            .load()
+            .topic("a")
+            .expect("a")
+            .partitions
+            .iter()
+            .all(|p| p.shard < 3));
     }
 
     #[test]

@@ -34,6 +34,14 @@ const KIND_CONFIG: u8 = 3;
 const KIND_REMOVE_TOPIC: u8 = 4;
 const KIND_PRODUCER_IDS: u8 = 5;
 const KIND_REGISTER_BROKER: u8 = 6;
+const KIND_PARTITION_REPLICAS: u8 = 7;
+const KIND_BROKER: u8 = 8;
+const KIND_ALTER_PARTITION: u8 = 9;
+const KIND_FENCE_BROKER: u8 = 10;
+const KIND_UNFENCE_BROKER: u8 = 11;
+const KIND_CONTROLLED_SHUTDOWN: u8 = 12;
+/// Longest replica list a partition record may carry.
+const REPLICAS_MAX: usize = 1024;
 
 /// Kafka's config resource types (`ConfigResource.Type`) as stored in a
 /// [`MetadataRecord::Config`].
@@ -69,14 +77,27 @@ impl ConfigResourceType {
 pub enum MetadataRecord {
     /// A topic was created.
     Topic { name: String, id: uuid::Uuid },
-    /// A partition was created or moved (new leader, epoch or shard).
-    Partition {
+    /// A partition was created or changed (leader, epochs, replicas, ISR).
+    Partition(PartitionRecord),
+    /// Kafka's AlterPartition, as a conditional record: the ISR of a partition whose
+    /// leader epoch and partition epoch are still these becomes `isr` (and the partition
+    /// epoch moves); against any other epochs it changes nothing. Every node applies it
+    /// the same way, so the check needs no answer: the leader that asked sees the result
+    /// in the next image, or asks again.
+    AlterPartition {
         topic_id: uuid::Uuid,
         partition: i32,
-        leader: i32,
         leader_epoch: i32,
-        shard: u32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
     },
+    /// The controller fenced a broker (no heartbeat within `broker.session.timeout.ms`):
+    /// it leads nothing and is in no ISR until it is unfenced.
+    FenceBroker { node_id: i32 },
+    /// A fenced broker is heard from again.
+    UnfenceBroker { node_id: i32 },
+    /// A broker asked to shut down: its leaderships move away before it exits.
+    ControlledShutdown { node_id: i32 },
     /// A config was set (`Some`) or removed (`None`).
     Config {
         resource_type: ConfigResourceType,
@@ -94,7 +115,24 @@ pub enum MetadataRecord {
         node_id: i32,
         host: String,
         port: i32,
+        /// `broker.rack`.
+        rack: Option<String>,
     },
+}
+
+/// Kafka's PartitionRecord: where a partition lives and who leads it. Which shard of a
+/// node owns it is not part of it: every node places partitions on its own shards.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionRecord {
+    pub topic_id: uuid::Uuid,
+    pub partition: i32,
+    /// Node id of the leader, -1 while no replica can lead.
+    pub leader: i32,
+    pub leader_epoch: i32,
+    /// Moves with every change of the record (leader, ISR, replicas).
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
 }
 
 /// Why a payload could not be decoded.
@@ -151,19 +189,40 @@ impl MetadataRecord {
                 put_str(&mut out, "name", name)?;
                 out.extend_from_slice(id.as_bytes());
             }
-            MetadataRecord::Partition {
+            MetadataRecord::Partition(p) => {
+                out.extend_from_slice(&[KIND_PARTITION_REPLICAS, RECORD_VERSION, flags]);
+                out.extend_from_slice(p.topic_id.as_bytes());
+                for v in [p.partition, p.leader, p.leader_epoch, p.partition_epoch] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                put_ids(&mut out, "replicas", &p.replicas)?;
+                put_ids(&mut out, "isr", &p.isr)?;
+            }
+            MetadataRecord::AlterPartition {
                 topic_id,
                 partition,
-                leader,
                 leader_epoch,
-                shard,
+                partition_epoch,
+                isr,
             } => {
-                out.extend_from_slice(&[KIND_PARTITION, RECORD_VERSION, flags]);
+                out.extend_from_slice(&[KIND_ALTER_PARTITION, RECORD_VERSION, flags]);
                 out.extend_from_slice(topic_id.as_bytes());
-                out.extend_from_slice(&partition.to_be_bytes());
-                out.extend_from_slice(&leader.to_be_bytes());
-                out.extend_from_slice(&leader_epoch.to_be_bytes());
-                out.extend_from_slice(&shard.to_be_bytes());
+                for v in [*partition, *leader_epoch, *partition_epoch] {
+                    out.extend_from_slice(&v.to_be_bytes());
+                }
+                put_ids(&mut out, "isr", isr)?;
+            }
+            MetadataRecord::FenceBroker { node_id } => {
+                out.extend_from_slice(&[KIND_FENCE_BROKER, RECORD_VERSION, flags]);
+                out.extend_from_slice(&node_id.to_be_bytes());
+            }
+            MetadataRecord::UnfenceBroker { node_id } => {
+                out.extend_from_slice(&[KIND_UNFENCE_BROKER, RECORD_VERSION, flags]);
+                out.extend_from_slice(&node_id.to_be_bytes());
+            }
+            MetadataRecord::ControlledShutdown { node_id } => {
+                out.extend_from_slice(&[KIND_CONTROLLED_SHUTDOWN, RECORD_VERSION, flags]);
+                out.extend_from_slice(&node_id.to_be_bytes());
             }
             MetadataRecord::Config {
                 resource_type,
@@ -194,11 +253,19 @@ impl MetadataRecord {
                 node_id,
                 host,
                 port,
+                rack,
             } => {
-                out.extend_from_slice(&[KIND_REGISTER_BROKER, RECORD_VERSION, flags]);
+                out.extend_from_slice(&[KIND_BROKER, RECORD_VERSION, flags]);
                 out.extend_from_slice(&node_id.to_be_bytes());
                 put_str(&mut out, "host", host)?;
                 out.extend_from_slice(&port.to_be_bytes());
+                match rack {
+                    None => out.push(0),
+                    Some(r) => {
+                        out.push(1);
+                        put_str(&mut out, "rack", r)?;
+                    }
+                }
             }
         }
         if out.len() > RECORD_BYTES_MAX {
@@ -224,13 +291,43 @@ impl MetadataRecord {
                 name: r.string()?,
                 id: r.uuid()?,
             },
-            KIND_PARTITION => MetadataRecord::Partition {
+            // Written before replication: the leader was the only replica, and the shard
+            // it names is placed again locally.
+            KIND_PARTITION => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let leader = r.i32()?;
+                let leader_epoch = r.i32()?;
+                let _shard = r.u32()?;
+                MetadataRecord::Partition(PartitionRecord {
+                    topic_id,
+                    partition,
+                    leader,
+                    leader_epoch,
+                    partition_epoch: 0,
+                    replicas: vec![leader],
+                    isr: vec![leader],
+                })
+            }
+            KIND_PARTITION_REPLICAS => MetadataRecord::Partition(PartitionRecord {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
                 leader: r.i32()?,
                 leader_epoch: r.i32()?,
-                shard: r.u32()?,
+                partition_epoch: r.i32()?,
+                replicas: r.ids()?,
+                isr: r.ids()?,
+            }),
+            KIND_ALTER_PARTITION => MetadataRecord::AlterPartition {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader_epoch: r.i32()?,
+                partition_epoch: r.i32()?,
+                isr: r.ids()?,
             },
+            KIND_FENCE_BROKER => MetadataRecord::FenceBroker { node_id: r.i32()? },
+            KIND_UNFENCE_BROKER => MetadataRecord::UnfenceBroker { node_id: r.i32()? },
+            KIND_CONTROLLED_SHUTDOWN => MetadataRecord::ControlledShutdown { node_id: r.i32()? },
             KIND_CONFIG => {
                 let code = r.u8()?;
                 let resource_type = ConfigResourceType::from_code(code)
@@ -257,6 +354,17 @@ impl MetadataRecord {
                 node_id: r.i32()?,
                 host: r.string()?,
                 port: r.i32()?,
+                rack: None,
+            },
+            KIND_BROKER => MetadataRecord::RegisterBroker {
+                node_id: r.i32()?,
+                host: r.string()?,
+                port: r.i32()?,
+                rack: match r.u8()? {
+                    0 => None,
+                    1 => Some(r.string()?),
+                    _ => return Err(DecodeError::InvalidField("rack presence")),
+                },
             },
             other => return Err(DecodeError::UnknownKind(other)),
         };
@@ -266,6 +374,21 @@ impl MetadataRecord {
         }
         Ok((record, flags & FLAG_END_OF_BATCH != 0))
     }
+}
+
+/// A list of node ids: `u16` count, then each id.
+fn put_ids(out: &mut Vec<u8>, field: &'static str, ids: &[i32]) -> Result<(), MetadataLogError> {
+    if ids.len() > REPLICAS_MAX {
+        return Err(MetadataLogError::FieldTooLong {
+            field,
+            len: ids.len(),
+        });
+    }
+    out.extend_from_slice(&(ids.len() as u16).to_be_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_be_bytes());
+    }
+    Ok(())
 }
 
 fn put_str(out: &mut Vec<u8>, field: &'static str, s: &str) -> Result<(), MetadataLogError> {
@@ -301,6 +424,14 @@ impl<'a> Reader<'a> {
         let mut a = [0u8; N];
         a.copy_from_slice(self.take(N)?);
         Ok(a)
+    }
+
+    fn ids(&mut self) -> Result<Vec<i32>, DecodeError> {
+        let n = u16::from_be_bytes(self.array()?) as usize;
+        if n > REPLICAS_MAX {
+            return Err(DecodeError::InvalidField("replica list length"));
+        }
+        (0..n).map(|_| self.i32()).collect()
     }
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
@@ -526,13 +657,25 @@ mod tests {
                 name: "orders".into(),
                 id,
             },
-            MetadataRecord::Partition {
+            MetadataRecord::Partition(PartitionRecord {
                 topic_id: id,
                 partition: 0,
-                leader: 0,
+                leader: 2,
                 leader_epoch: 3,
-                shard: 2,
+                partition_epoch: 5,
+                replicas: vec![2, 0, 1],
+                isr: vec![2, 1],
+            }),
+            MetadataRecord::AlterPartition {
+                topic_id: id,
+                partition: 0,
+                leader_epoch: 3,
+                partition_epoch: 5,
+                isr: vec![2, 1, 0],
             },
+            MetadataRecord::FenceBroker { node_id: 1 },
+            MetadataRecord::UnfenceBroker { node_id: 1 },
+            MetadataRecord::ControlledShutdown { node_id: 0 },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,
                 resource_name: "orders".into(),
@@ -553,6 +696,13 @@ mod tests {
                 node_id: 2,
                 host: "10.0.0.7".into(),
                 port: 9092,
+                rack: Some("r1".into()),
+            },
+            MetadataRecord::RegisterBroker {
+                node_id: 3,
+                host: "10.0.0.8".into(),
+                port: 9092,
+                rack: None,
             },
         ]
     }
@@ -573,6 +723,31 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_partition_record_from_before_replication_reads_as_its_leader_alone() {
+        let id = uuid::Uuid::from_u128(9);
+        let mut old = vec![KIND_PARTITION, RECORD_VERSION, FLAG_END_OF_BATCH];
+        old.extend_from_slice(id.as_bytes());
+        for v in [4i32, 0, 7] {
+            old.extend_from_slice(&v.to_be_bytes());
+        }
+        old.extend_from_slice(&3u32.to_be_bytes());
+        let (record, end) = MetadataRecord::decode(&old).expect("decode");
+        assert!(end);
+        assert_eq!(
+            record,
+            MetadataRecord::Partition(PartitionRecord {
+                topic_id: id,
+                partition: 4,
+                leader: 0,
+                leader_epoch: 7,
+                partition_epoch: 0,
+                replicas: vec![0],
+                isr: vec![0],
+            })
+        );
     }
 
     #[test]

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 
 use dataplane::controller::{AdminResponse, AdminResult};
-use dataplane::metadata::default_shard;
 use dataplane::wire::mirror::{
     errors, mirror_name_value, DesiredMirrorState, MirrorTopicMetadata, MIRROR_NAME_CONFIG,
     MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
@@ -14,7 +13,7 @@ use dataplane::wire::mirror::{
 use kafka_protocol::ResponseError;
 
 use crate::metadata_log::{ConfigResourceType, MetadataRecord};
-use crate::state::{ControllerState, Plan};
+use crate::state::{new_partition, ControllerState, Plan};
 
 /// The compacted internal topic holding mirror partition states and LMEs.
 pub const MIRROR_STATE_TOPIC: &str = "__mirror_state";
@@ -563,15 +562,9 @@ impl ControllerState {
             name: name.to_string(),
             id,
         });
-        for p in 0..partitions {
-            let shard = default_shard(name, p, self.settings.shard_count);
-            plan.records.push(MetadataRecord::Partition {
-                topic_id: id,
-                partition: p,
-                leader: self.settings.node_id,
-                leader_epoch: 0,
-                shard: shard as u32,
-            });
+        for (p, replicas) in (0..partitions).zip(self.mirror_replicas(name, 0, partitions, None)) {
+            plan.records
+                .push(MetadataRecord::Partition(new_partition(id, p, replicas)));
         }
         for (key, value) in configs {
             plan.records.push(MetadataRecord::Config {
@@ -584,13 +577,34 @@ impl ControllerState {
     }
 
     fn push_partition(&self, plan: &mut Plan, topic: &dataplane::metadata::TopicImage, p: i32) {
-        let shard = default_shard(&topic.name, p, self.settings.shard_count);
-        plan.records.push(MetadataRecord::Partition {
-            topic_id: topic.id,
-            partition: p,
-            leader: self.settings.node_id,
-            leader_epoch: 0,
-            shard: shard as u32,
-        });
+        let factor = topic.partitions.first().map(|p| p.replicas.len());
+        if let Some(replicas) = self.mirror_replicas(&topic.name, p, 1, factor).pop() {
+            plan.records.push(MetadataRecord::Partition(new_partition(
+                topic.id, p, replicas,
+            )));
+        }
+    }
+
+    /// Replica lists for mirror partitions: the topic's replication factor (the broker
+    /// default for a new topic), fewer when fewer brokers are live (a mirror copy is
+    /// never refused for want of brokers; its replicas can be reassigned later).
+    fn mirror_replicas(
+        &self,
+        topic: &str,
+        first: i32,
+        count: i32,
+        factor: Option<usize>,
+    ) -> Vec<Vec<i32>> {
+        let wanted = factor
+            .and_then(|f| i16::try_from(f).ok())
+            .unwrap_or_else(|| self.replication_factor_for(topic, -1));
+        let mut factor = wanted.max(1);
+        loop {
+            match self.place_replicas(topic, first, count, factor) {
+                Ok(r) => return r,
+                Err(_) if factor > 1 => factor -= 1,
+                Err(_) => return (0..count).map(|_| vec![self.settings.node_id]).collect(),
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ use dataplane::metadata::{default_shard, MetadataImage, PartitionImage, TopicIma
 use dataplane::types::TopicPartition;
 use kafka_protocol::ResponseError;
 
-use crate::metadata_log::{ConfigResourceType, MetadataRecord};
+use crate::metadata_log::{ConfigResourceType, MetadataRecord, PartitionRecord};
 
 /// The most partitions one topic may have (a single node with thousands of partitions
 /// per topic is a misconfiguration, and every partition costs open files).
@@ -143,6 +143,27 @@ pub struct NodeSettings {
     pub shard_count: usize,
     /// `mirror.state.topic.num.partitions`: partitions of `__mirror_state`.
     pub mirror_state_partitions: i32,
+    /// `broker.rack` of this node.
+    pub rack: Option<String>,
+    /// `default.replication.factor`: used when CreateTopics asks for -1.
+    pub default_replication_factor: i16,
+    /// `offsets.topic.replication.factor` (and the other internal topics'): capped at
+    /// the cluster's size, so a one-node cluster works with the defaults.
+    pub internal_replication_factor: i16,
+    /// The cluster's size as configured (the controller quorum's voters; 1 alone).
+    pub expected_brokers: usize,
+}
+
+/// A registered broker, as the controller knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerInfo {
+    /// Where clients reach it.
+    pub addr: SocketAddr,
+    pub rack: Option<String>,
+    /// No heartbeat within `broker.session.timeout.ms`: it leads nothing and is in no ISR.
+    pub fenced: bool,
+    /// It asked to shut down: leaderships move away, it takes none.
+    pub shutting_down: bool,
 }
 
 /// A record that does not fit the state it is applied to (a topic created twice, a
@@ -163,6 +184,7 @@ pub enum PartitionAction {
         tp: TopicPartition,
         topic_id: uuid::Uuid,
         config: LogConfig,
+        leadership: dataplane::partition::Leadership,
         shard: usize,
     },
     Delete {
@@ -176,11 +198,12 @@ pub enum PartitionAction {
         config: LogConfig,
         shard: usize,
     },
-    /// The partition's leader epoch changed: its owner leads it at `leader_epoch` now.
-    MakeLeader {
+    /// The partition's leader, epochs or ISR changed: its owner leads or follows as
+    /// `leadership` says now.
+    SetLeadership {
         result_index: usize,
         tp: TopicPartition,
-        leader_epoch: i32,
+        leadership: dataplane::partition::Leadership,
         shard: usize,
     },
 }
@@ -191,7 +214,7 @@ impl PartitionAction {
             PartitionAction::Open { tp, .. }
             | PartitionAction::Delete { tp, .. }
             | PartitionAction::UpdateConfig { tp, .. }
-            | PartitionAction::MakeLeader { tp, .. } => tp,
+            | PartitionAction::SetLeadership { tp, .. } => tp,
         }
     }
 
@@ -200,7 +223,7 @@ impl PartitionAction {
             PartitionAction::Open { result_index, .. }
             | PartitionAction::Delete { result_index, .. }
             | PartitionAction::UpdateConfig { result_index, .. }
-            | PartitionAction::MakeLeader { result_index, .. } => *result_index,
+            | PartitionAction::SetLeadership { result_index, .. } => *result_index,
         }
     }
 }
@@ -234,8 +257,8 @@ pub struct ControllerState {
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
-    /// Registered brokers: node id -> the address clients reach it at.
-    brokers: BTreeMap<i32, std::net::SocketAddr>,
+    /// Registered brokers by node id.
+    brokers: BTreeMap<i32, BrokerInfo>,
     /// Records applied so far.
     applied: u64,
 }
@@ -301,13 +324,7 @@ impl ControllerState {
                 id: topic.id,
             });
             for p in &topic.partitions {
-                out.push(MetadataRecord::Partition {
-                    topic_id: topic.id,
-                    partition: p.partition,
-                    leader: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    shard: p.shard as u32,
-                });
+                out.push(MetadataRecord::Partition(partition_record(topic.id, p)));
             }
             for (name, value) in &topic.configs {
                 out.push(MetadataRecord::Config {
@@ -318,12 +335,19 @@ impl ControllerState {
                 });
             }
         }
-        for (node_id, addr) in &self.brokers {
+        for (node_id, b) in &self.brokers {
             out.push(MetadataRecord::RegisterBroker {
                 node_id: *node_id,
-                host: addr.ip().to_string(),
-                port: i32::from(addr.port()),
+                host: b.addr.ip().to_string(),
+                port: i32::from(b.addr.port()),
+                rack: b.rack.clone(),
             });
+            if b.fenced {
+                out.push(MetadataRecord::FenceBroker { node_id: *node_id });
+            }
+            if b.shutting_down {
+                out.push(MetadataRecord::ControlledShutdown { node_id: *node_id });
+            }
         }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {
@@ -347,7 +371,18 @@ impl ControllerState {
         let s = &self.settings;
         let mut image = MetadataImage::empty(s.cluster_id.clone(), s.node_id, s.advertised);
         image.offset = self.applied;
-        image.brokers = self.brokers.clone();
+        image.brokers = self.brokers.iter().map(|(id, b)| (*id, b.addr)).collect();
+        image.fenced = self
+            .brokers
+            .iter()
+            .filter(|(_, b)| b.fenced || b.shutting_down)
+            .map(|(id, _)| *id)
+            .collect();
+        image.racks = self
+            .brokers
+            .iter()
+            .filter_map(|(id, b)| Some((*id, b.rack.clone()?)))
+            .collect();
         image.topics = self.topics.clone();
         image.topics_by_id = self.topics_by_id.clone();
         image.mirrors = self
@@ -383,9 +418,12 @@ impl ControllerState {
         )
     }
 
-    /// Whether this node is registered with its current address.
+    /// Whether this node is registered with its current address and rack, and not in a
+    /// controlled shutdown (a restarted broker registers again).
     pub fn is_registered(&self) -> bool {
-        self.brokers.get(&self.settings.node_id) == Some(&self.settings.advertised)
+        self.brokers.get(&self.settings.node_id).is_some_and(|b| {
+            b.addr == self.settings.advertised && b.rack == self.settings.rack && !b.shutting_down
+        })
     }
 
     /// The record that registers this node's broker.
@@ -394,7 +432,118 @@ impl ControllerState {
             node_id: self.settings.node_id,
             host: self.settings.advertised.ip().to_string(),
             port: i32::from(self.settings.advertised.port()),
+            rack: self.settings.rack.clone(),
         }
+    }
+
+    /// Registered brokers.
+    pub fn brokers(&self) -> &BTreeMap<i32, BrokerInfo> {
+        &self.brokers
+    }
+
+    /// Whether `node` may lead and be in an ISR: registered, not fenced, not shutting
+    /// down. With no broker registered (a node of its own), only this node is.
+    pub fn is_live(&self, node: i32) -> bool {
+        if self.brokers.is_empty() {
+            return node == self.settings.node_id;
+        }
+        self.brokers
+            .get(&node)
+            .is_some_and(|b| !b.fenced && !b.shutting_down)
+    }
+
+    /// The brokers new replicas may go to, with their racks, by node id.
+    fn placeable_brokers(&self) -> Vec<(i32, Option<String>)> {
+        if self.brokers.is_empty() {
+            return vec![(self.settings.node_id, self.settings.rack.clone())];
+        }
+        self.brokers
+            .iter()
+            .filter(|(id, _)| self.is_live(**id))
+            .map(|(id, b)| (*id, b.rack.clone()))
+            .collect()
+    }
+
+    /// Replica lists for partitions `first..first + count` of `topic` with `factor`
+    /// replicas each, or why they cannot be placed.
+    pub(crate) fn place_replicas(
+        &self,
+        topic: &str,
+        first: i32,
+        count: i32,
+        factor: i16,
+    ) -> Result<Vec<Vec<i32>>, String> {
+        let brokers = self.placeable_brokers();
+        let factor = usize::try_from(factor).unwrap_or(0);
+        if factor == 0 {
+            return Err("Replication factor must be larger than 0.".to_string());
+        }
+        if factor > brokers.len() {
+            return Err(format!(
+                "Unable to replicate the partition {factor} time(s): The target replication factor of {factor} cannot be reached because only {} broker(s) are registered.",
+                brokers.len()
+            ));
+        }
+        Ok(assign_replicas(&brokers, topic, first, count, factor))
+    }
+
+    /// The replication factor a new topic asking for `requested` gets (-1: the broker
+    /// default; internal topics: their factor, capped at the placeable brokers).
+    pub(crate) fn replication_factor_for(&self, name: &str, requested: i16) -> i16 {
+        if requested != -1 {
+            return requested;
+        }
+        if is_internal_topic(name) {
+            let brokers = i16::try_from(self.settings.expected_brokers).unwrap_or(i16::MAX);
+            return self
+                .settings
+                .internal_replication_factor
+                .clamp(1, brokers.max(1));
+        }
+        self.settings.default_replication_factor
+    }
+
+    /// Checks explicit replica lists against the registered brokers.
+    pub(crate) fn check_assignments(&self, assignments: &[Vec<i32>]) -> Result<(), String> {
+        for (p, replicas) in assignments.iter().enumerate() {
+            for r in replicas {
+                let known = if self.brokers.is_empty() {
+                    *r == self.settings.node_id
+                } else {
+                    self.brokers.contains_key(r)
+                };
+                if !known {
+                    return Err(format!(
+                        "Partition {p}: broker {r} in the assignment {replicas:?} is not registered"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Kafka's partition state machine after broker changes: every partition whose
+    /// leader cannot lead any more (fenced, shutting down, none) gets the first live ISR
+    /// member in replica order (a live replica out of the ISR only with
+    /// `unclean.leader.election.enable`), and every ISR loses its brokers that are not
+    /// live. A new leader raises the leader epoch; any change raises the partition
+    /// epoch. With no live ISR member the leader is -1 and the ISR keeps its last
+    /// member, which leads again when it comes back.
+    pub fn election_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for topic in self.topics.values() {
+            for p in &topic.partitions {
+                let Some(next) = elect(
+                    p,
+                    |b| self.is_live(b),
+                    topic.log_config.unclean_leader_election,
+                ) else {
+                    continue;
+                };
+                out.push(MetadataRecord::Partition(partition_record(topic.id, &next)));
+            }
+        }
+        out
     }
 
     /// Applies one committed record.
@@ -422,21 +571,21 @@ impl ControllerState {
                 self.topics.insert(name.clone(), Arc::new(topic));
                 self.topics_by_id.insert(*id, name.clone());
             }
-            MetadataRecord::Partition {
-                topic_id,
-                partition,
-                leader,
-                leader_epoch,
-                shard,
-            } => {
+            MetadataRecord::Partition(p) => {
+                let shards = self.settings.shard_count;
                 let topic = self
-                    .topic_by_id_mut(*topic_id)
+                    .topic_by_id_mut(p.topic_id)
                     .ok_or_else(|| fail("unknown topic id".into()))?;
+                let partition = &p.partition;
                 let image = PartitionImage {
-                    partition: *partition,
-                    leader: *leader,
-                    leader_epoch: *leader_epoch,
-                    shard: *shard as usize,
+                    partition: p.partition,
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    // Placement is each node's own: never replicated.
+                    shard: default_shard(&topic.name, p.partition, shards),
                 };
                 let count = topic.partitions.len();
                 match usize::try_from(*partition) {
@@ -508,11 +657,60 @@ impl ControllerState {
                 node_id,
                 host,
                 port,
+                rack,
             } => {
                 let addr = format!("{host}:{port}")
                     .parse::<std::net::SocketAddr>()
                     .map_err(|_| fail(format!("broker address {host}:{port} is not ip:port")))?;
-                self.brokers.insert(*node_id, addr);
+                self.brokers.insert(
+                    *node_id,
+                    BrokerInfo {
+                        addr,
+                        rack: rack.clone(),
+                        fenced: false,
+                        shutting_down: false,
+                    },
+                );
+            }
+            MetadataRecord::FenceBroker { node_id } => {
+                if let Some(b) = self.brokers.get_mut(node_id) {
+                    b.fenced = true;
+                }
+            }
+            MetadataRecord::UnfenceBroker { node_id } => {
+                if let Some(b) = self.brokers.get_mut(node_id) {
+                    b.fenced = false;
+                }
+            }
+            MetadataRecord::ControlledShutdown { node_id } => {
+                if let Some(b) = self.brokers.get_mut(node_id) {
+                    b.shutting_down = true;
+                }
+            }
+            MetadataRecord::AlterPartition {
+                topic_id,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => {
+                let live: Vec<bool> = isr.iter().map(|r| self.is_live(*r)).collect();
+                if let Some(p) = self
+                    .topic_by_id_mut(*topic_id)
+                    .and_then(|t| t.partitions.get_mut(usize::try_from(*partition).ok()?))
+                {
+                    // Conditional: a stale request (another change came first) and an ISR
+                    // of brokers that cannot be in it change nothing, on every node alike.
+                    let fits = p.leader_epoch == *leader_epoch
+                        && p.partition_epoch == *partition_epoch
+                        && isr.contains(&p.leader)
+                        && isr.iter().all(|r| p.replicas.contains(r))
+                        && live.iter().all(|l| *l);
+                    if fits {
+                        p.isr = isr.clone();
+                        p.partition_epoch += 1;
+                    }
+                }
             }
             MetadataRecord::ProducerIds { next_block_start } => {
                 if *next_block_start < self.next_producer_id {
@@ -531,27 +729,6 @@ impl ControllerState {
     fn topic_by_id_mut(&mut self, id: uuid::Uuid) -> Option<&mut TopicImage> {
         let name = self.topics_by_id.get(&id)?;
         self.topics.get_mut(name).map(Arc::make_mut)
-    }
-
-    /// Partitions placed on shards that do not exist (the shard count went down since
-    /// they were placed), moved to their default shard under the current count.
-    pub fn replacement_records(&self) -> Vec<MetadataRecord> {
-        let shards = self.settings.shard_count;
-        let mut out = Vec::new();
-        for topic in self.topics.values() {
-            for p in &topic.partitions {
-                if p.shard >= shards {
-                    out.push(MetadataRecord::Partition {
-                        topic_id: topic.id,
-                        partition: p.partition,
-                        leader: p.leader,
-                        leader_epoch: p.leader_epoch,
-                        shard: default_shard(&topic.name, p.partition, shards) as u32,
-                    });
-                }
-            }
-        }
-        out
     }
 
     /// Turns an admin request into a plan; changes nothing. `new_topic_id` supplies the
@@ -605,6 +782,35 @@ impl ControllerState {
             AdminRequest::BumpLeaderEpochs { partitions } => {
                 self.plan_bump_leader_epochs(partitions)
             }
+            AdminRequest::AlterPartition { .. } | AdminRequest::ControlledShutdown => Plan {
+                records: self.forwardable_records(request),
+                response: AdminResponse::Results(Vec::new()),
+            },
+        }
+    }
+
+    /// The conditional records of a request any quorum member may propose (it applies,
+    /// or not, the same way on every node whoever planned it): AlterPartition and
+    /// ControlledShutdown. Empty for every other request.
+    pub fn forwardable_records(&self, request: &AdminRequest) -> Vec<MetadataRecord> {
+        match request {
+            AdminRequest::AlterPartition {
+                topic_id,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                isr,
+            } => vec![MetadataRecord::AlterPartition {
+                topic_id: *topic_id,
+                partition: *partition,
+                leader_epoch: *leader_epoch,
+                partition_epoch: *partition_epoch,
+                isr: isr.clone(),
+            }],
+            AdminRequest::ControlledShutdown => vec![MetadataRecord::ControlledShutdown {
+                node_id: self.settings.node_id,
+            }],
+            _ => Vec::new(),
         }
     }
 
@@ -631,21 +837,15 @@ impl ControllerState {
             let result = match self.validate_new_topic(topic, &duplicates) {
                 Err(result) => result,
                 Ok(_) if validate_only => AdminResult::ok(&topic.name),
-                Ok((partitions, configs)) => {
+                Ok((partitions, configs, assignment)) => {
                     let id = self.new_topic_id(new_topic_id);
                     plan.records.push(MetadataRecord::Topic {
                         name: topic.name.clone(),
                         id,
                     });
-                    for p in 0..partitions {
-                        let shard = default_shard(&topic.name, p, self.settings.shard_count);
-                        plan.records.push(MetadataRecord::Partition {
-                            topic_id: id,
-                            partition: p,
-                            leader: self.settings.node_id,
-                            leader_epoch: 0,
-                            shard: shard as u32,
-                        });
+                    for (p, replicas) in (0..partitions).zip(assignment) {
+                        plan.records
+                            .push(MetadataRecord::Partition(new_partition(id, p, replicas)));
                     }
                     for (name, value) in configs {
                         plan.records.push(MetadataRecord::Config {
@@ -664,12 +864,13 @@ impl ControllerState {
         plan
     }
 
-    /// The partition count and explicit configs of a valid new topic, or its error.
+    /// The partition count, explicit configs and replica lists of a valid new topic, or
+    /// its error.
     fn validate_new_topic(
         &self,
         topic: &NewTopic,
         duplicates: &BTreeSet<&str>,
-    ) -> Result<(i32, BTreeMap<String, String>), AdminResult> {
+    ) -> Result<ValidTopic, AdminResult> {
         let name = &topic.name;
         let fail =
             |e: ResponseError, msg: String| AdminResult::err(name.as_str(), err_code(e), msg);
@@ -686,9 +887,10 @@ impl ControllerState {
                 format!("Topic '{name}' already exists."),
             ));
         }
-        let partitions = match topic.num_partitions {
-            -1 => self.settings.num_partitions,
-            n => n,
+        let partitions = match (topic.num_partitions, topic.assignments.len()) {
+            (-1, 0) => self.settings.num_partitions,
+            (-1, n) => i32::try_from(n).unwrap_or(i32::MAX),
+            (n, _) => n,
         };
         if partitions < 1 {
             return Err(fail(
@@ -705,15 +907,24 @@ impl ControllerState {
                 format!("Number of partitions {partitions} exceeds the maximum of {TOPIC_PARTITIONS_MAX}"),
             ));
         }
-        if !matches!(topic.replication_factor, -1 | 1) {
-            return Err(fail(
-                ResponseError::InvalidReplicationFactor,
-                format!(
-                    "Replication factor must be 1 (or -1 for the default) on this single-node cluster, got {}",
-                    topic.replication_factor
-                ),
-            ));
-        }
+        let assignment = if topic.assignments.is_empty() {
+            let factor = self.replication_factor_for(name, topic.replication_factor);
+            if factor < 1 {
+                return Err(fail(
+                    ResponseError::InvalidReplicationFactor,
+                    format!(
+                        "Replication factor must be larger than 0, or -1 to use the default value, got {}",
+                        topic.replication_factor
+                    ),
+                ));
+            }
+            self.place_replicas(name, 0, partitions, factor)
+                .map_err(|m| fail(ResponseError::InvalidReplicationFactor, m))?
+        } else {
+            self.check_assignments(&topic.assignments)
+                .map_err(|m| fail(ResponseError::InvalidReplicaAssignment, m))?;
+            topic.assignments.clone()
+        };
         let mut configs = BTreeMap::new();
         let mut scratch = self.settings.default_log_config.clone();
         for (key, value) in &topic.configs {
@@ -733,7 +944,7 @@ impl ControllerState {
                 .map_err(|m| fail(ResponseError::InvalidConfig, m))?;
             configs.insert(key.clone(), value.clone());
         }
-        Ok((partitions, configs))
+        Ok((partitions, configs, assignment))
     }
 
     fn plan_delete_topics(&self, names: &[String]) -> Plan {
@@ -804,19 +1015,21 @@ impl ControllerState {
                         format!("Number of partitions {count} exceeds the maximum of {TOPIC_PARTITIONS_MAX}"),
                     )
                 } else {
-                    if !validate_only {
-                        for p in current..count {
-                            let shard = default_shard(name, p, self.settings.shard_count);
-                            plan.records.push(MetadataRecord::Partition {
-                                topic_id: topic.id,
-                                partition: p,
-                                leader: self.settings.node_id,
-                                leader_epoch: 0,
-                                shard: shard as u32,
-                            });
+                    let factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
+                    let factor = i16::try_from(factor).unwrap_or(i16::MAX);
+                    match self.place_replicas(name, current, count - current, factor) {
+                        Err(m) => fail(ResponseError::InvalidReplicationFactor, m),
+                        Ok(assignment) => {
+                            if !validate_only {
+                                for (p, replicas) in (current..count).zip(assignment) {
+                                    plan.records.push(MetadataRecord::Partition(new_partition(
+                                        topic.id, p, replicas,
+                                    )));
+                                }
+                            }
+                            AdminResult::ok(name)
                         }
                     }
-                    AdminResult::ok(name)
                 }
             } else {
                 fail(
@@ -992,13 +1205,11 @@ impl ControllerState {
             if current <= *min {
                 let epoch = min.saturating_add(1);
                 bumped.insert(tp, epoch);
-                plan.records.push(MetadataRecord::Partition {
-                    topic_id: topic.id,
-                    partition: p.partition,
-                    leader: p.leader,
-                    leader_epoch: epoch,
-                    shard: p.shard as u32,
-                });
+                let mut next = p.clone();
+                next.leader_epoch = epoch;
+                next.partition_epoch += 1;
+                plan.records
+                    .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
             }
             results.push(AdminResult::ok(label));
         }
@@ -1029,6 +1240,174 @@ impl ControllerState {
     }
 }
 
+/// A new topic that passed validation: partition count, explicit configs, replica lists.
+type ValidTopic = (i32, BTreeMap<String, String>, Vec<Vec<i32>>);
+
+/// A partition's record as it stands in the image.
+pub(crate) fn partition_record(topic_id: uuid::Uuid, p: &PartitionImage) -> PartitionRecord {
+    PartitionRecord {
+        topic_id,
+        partition: p.partition,
+        leader: p.leader,
+        leader_epoch: p.leader_epoch,
+        partition_epoch: p.partition_epoch,
+        replicas: p.replicas.clone(),
+        isr: p.isr.clone(),
+    }
+}
+
+/// A new partition on `replicas`: the first leads, all are in sync, epochs 0.
+pub(crate) fn new_partition(
+    topic_id: uuid::Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> PartitionRecord {
+    PartitionRecord {
+        topic_id,
+        partition,
+        leader: replicas.first().copied().unwrap_or(-1),
+        leader_epoch: 0,
+        partition_epoch: 0,
+        isr: replicas.clone(),
+        replicas,
+    }
+}
+
+/// Kafka's replica placement (`assignReplicasToBrokers`): brokers ordered alternating by
+/// rack, partition `p`'s first replica at `(start + p) mod n` and the others after it at
+/// a shift that grows every `n` partitions, so leaders and followers spread evenly and,
+/// with racks, a partition's replicas land on different racks where they can. `start`
+/// comes from the topic name, so a plan is the same wherever it is made.
+pub fn assign_replicas(
+    brokers: &[(i32, Option<String>)],
+    topic: &str,
+    first: i32,
+    count: i32,
+    factor: usize,
+) -> Vec<Vec<i32>> {
+    let ordered = rack_alternated(brokers);
+    let n = ordered.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let rack_of = |b: i32| {
+        brokers
+            .iter()
+            .find(|(id, _)| *id == b)
+            .and_then(|(_, r)| r.as_deref())
+            .unwrap_or("")
+    };
+    let rack_count = brokers
+        .iter()
+        .map(|(_, r)| r.as_deref().unwrap_or(""))
+        .collect::<BTreeSet<_>>()
+        .len();
+    let seed = default_shard(topic, 0, usize::MAX);
+    let start = seed % n;
+    let mut shift = (seed / n) % n.max(1);
+    let mut out = Vec::new();
+    for p in first..first.saturating_add(count) {
+        let p = usize::try_from(p).unwrap_or(0);
+        if p > 0 && p % n == 0 {
+            shift += 1;
+        }
+        let lead = (p + start) % n;
+        let mut replicas = vec![ordered[lead]];
+        let mut racks: BTreeSet<&str> = BTreeSet::from([rack_of(ordered[lead])]);
+        for j in 0..factor.saturating_sub(1).min(n - 1) {
+            let step = 1 + (shift + j) % (n - 1).max(1);
+            // From the shifted position on: the first broker not chosen yet, on a rack
+            // not used yet while one is left.
+            let candidates = (0..n).map(|k| ordered[(lead + step + k) % n]);
+            let fresh_rack = racks.len() < rack_count;
+            let pick = candidates
+                .clone()
+                .find(|b| !replicas.contains(b) && (!fresh_rack || !racks.contains(rack_of(*b))))
+                .or_else(|| candidates.clone().find(|b| !replicas.contains(b)));
+            if let Some(b) = pick {
+                racks.insert(rack_of(b));
+                replicas.push(b);
+            }
+        }
+        out.push(replicas);
+    }
+    out
+}
+
+/// Brokers in node-id order, interleaved by rack (r1 b0, r2 b1, r1 b2, ...): Kafka's
+/// `getRackAlternatedBrokerList`. Without racks, node-id order.
+fn rack_alternated(brokers: &[(i32, Option<String>)]) -> Vec<i32> {
+    let mut by_rack: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+    for (id, rack) in brokers {
+        by_rack
+            .entry(rack.as_deref().unwrap_or(""))
+            .or_default()
+            .push(*id);
+    }
+    if by_rack.len() <= 1 {
+        let mut all: Vec<i32> = brokers.iter().map(|(id, _)| *id).collect();
+        all.sort_unstable();
+        return all;
+    }
+    let mut lists: Vec<std::collections::VecDeque<i32>> = by_rack
+        .into_values()
+        .map(|mut v| {
+            v.sort_unstable();
+            v.into()
+        })
+        .collect();
+    let mut out = Vec::with_capacity(brokers.len());
+    while out.len() < brokers.len() {
+        for l in &mut lists {
+            if let Some(id) = l.pop_front() {
+                out.push(id);
+            }
+        }
+    }
+    out
+}
+
+/// The partition after a leader election and ISR clean-up (see
+/// [`ControllerState::election_records`]); `None`: it stays as it is.
+pub fn elect(
+    p: &PartitionImage,
+    live: impl Fn(i32) -> bool,
+    unclean: bool,
+) -> Option<PartitionImage> {
+    let mut isr: Vec<i32> = p.isr.iter().copied().filter(|r| live(*r)).collect();
+    let leader_ok = p.leader >= 0 && live(p.leader) && isr.contains(&p.leader);
+    let leader = if leader_ok {
+        p.leader
+    } else if let Some(r) = p.replicas.iter().copied().find(|r| isr.contains(r)) {
+        r
+    } else if let Some(r) = p.replicas.iter().copied().find(|r| unclean && live(*r)) {
+        // Unclean: a replica out of the ISR leads, and is the ISR.
+        isr = vec![r];
+        r
+    } else {
+        -1
+    };
+    if isr.is_empty() {
+        // Nobody in sync is live: keep the last member, the one that can lead cleanly.
+        isr = if p.leader >= 0 {
+            vec![p.leader]
+        } else {
+            p.isr.clone()
+        };
+    }
+    if leader == p.leader && isr == p.isr {
+        return None;
+    }
+    let mut next = p.clone();
+    if leader != p.leader {
+        next.leader_epoch += 1;
+    }
+    next.leader = leader;
+    next.isr = isr;
+    next.partition_epoch += 1;
+    Some(next)
+}
+
 fn mirror_config_message(key: &str) -> String {
     format!("{key} can only be changed by the mirror RPCs")
 }
@@ -1044,3 +1423,6 @@ fn duplicates<'a>(names: impl Iterator<Item = &'a str>) -> BTreeSet<&'a str> {
     }
     dups
 }
+
+#[cfg(test)]
+mod tests;

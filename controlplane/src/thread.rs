@@ -176,6 +176,7 @@ mod tests {
             queue_max: 4,
             mirror_state_partitions: 3,
             quorum: None,
+            cluster: Default::default(),
         };
         let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
             String::new(),
@@ -194,6 +195,7 @@ mod tests {
                 name: "t".into(),
                 num_partitions: 3,
                 replication_factor: 1,
+                assignments: Vec::new(),
                 configs: vec![],
             }],
             validate_only: false,

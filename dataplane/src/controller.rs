@@ -11,8 +11,11 @@ pub struct NewTopic {
     pub name: String,
     /// -1: the broker default (`num.partitions`).
     pub num_partitions: i32,
-    /// -1: the broker default; anything but 1 fails on a single node.
+    /// -1: the broker default (`default.replication.factor`).
     pub replication_factor: i16,
+    /// Explicit replica lists, by partition (empty: placed by the controller from the
+    /// partition count and replication factor).
+    pub assignments: Vec<Vec<i32>>,
     pub configs: Vec<(String, Option<String>)>,
 }
 
@@ -80,6 +83,19 @@ pub enum AdminRequest {
     BumpLeaderEpochs {
         partitions: Vec<(crate::types::TopicPartition, i32)>,
     },
+    /// A partition leader asks for a new ISR (Kafka's AlterPartition): applied only if
+    /// the partition still has these leader and partition epochs. Answered once queued
+    /// for the quorum; the outcome shows in the next image.
+    AlterPartition {
+        topic_id: uuid::Uuid,
+        partition: i32,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<i32>,
+    },
+    /// This broker is about to shut down: move its leaderships away (controlled
+    /// shutdown). Answered once queued for the quorum.
+    ControlledShutdown,
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {
         name: String,

@@ -104,7 +104,7 @@ pub enum LogEntry {
 /// Why a coordinator's log operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoordinatorLogError {
-    #[error("{tp} is not open on shard {shard}")]
+    #[error("{tp} is not open (or not led) on shard {shard}")]
     NotOpen { tp: TopicPartition, shard: usize },
     #[error(transparent)]
     Closed(#[from] PartitionClosed),
@@ -130,7 +130,9 @@ fn owned(
     ctx: &ShardCtx,
     tp: &TopicPartition,
 ) -> Result<std::rc::Rc<Partition>, CoordinatorLogError> {
+    // Only the leader's coordinator reads and writes the partition.
     ctx.partition(tp)
+        .filter(|p| p.is_leader())
         .ok_or_else(|| CoordinatorLogError::NotOpen {
             tp: tp.clone(),
             shard: ctx.id,

@@ -13,11 +13,44 @@ use crate::types::TopicPartition;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartitionImage {
     pub partition: i32,
-    /// Node id of the leader (the only node until clustering exists).
+    /// Node id of the leader, -1 while no replica can lead.
     pub leader: i32,
     pub leader_epoch: i32,
-    /// The data-plane shard that owns the partition on its leader.
+    /// Moves with every change of leader, ISR or replicas.
+    pub partition_epoch: i32,
+    /// The nodes that hold a replica, the preferred leader first.
+    pub replicas: Vec<i32>,
+    /// The in-sync replicas.
+    pub isr: Vec<i32>,
+    /// The data-plane shard of this node that owns the partition (placed by each node
+    /// for itself, never replicated).
     pub shard: usize,
+}
+
+impl PartitionImage {
+    /// A partition whose only replica is `leader`.
+    pub fn single(partition: i32, leader: i32, leader_epoch: i32, shard: usize) -> Self {
+        PartitionImage {
+            partition,
+            leader,
+            leader_epoch,
+            partition_epoch: 0,
+            replicas: vec![leader],
+            isr: vec![leader],
+            shard,
+        }
+    }
+
+    /// Who leads and who follows, as the owning shard's `Partition` takes it.
+    pub fn leadership(&self) -> crate::partition::Leadership {
+        crate::partition::Leadership {
+            leader: self.leader,
+            leader_epoch: crate::types::LeaderEpoch(self.leader_epoch),
+            partition_epoch: self.partition_epoch,
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+        }
+    }
 }
 
 /// One topic: id, partitions, configs (explicitly set ones) and the effective log config.
@@ -52,6 +85,10 @@ pub struct MetadataImage {
     /// Registered brokers by node id and the address clients reach them at (empty: this
     /// node alone).
     pub brokers: BTreeMap<i32, SocketAddr>,
+    /// Registered brokers that are fenced or shutting down: listed by no Metadata answer.
+    pub fenced: std::collections::BTreeSet<i32>,
+    /// `broker.rack` of the registered brokers that have one.
+    pub racks: BTreeMap<i32, String>,
     /// The active controller's node id (this node when alone).
     pub controller_id: i32,
 }
@@ -101,15 +138,32 @@ impl MetadataImage {
             mirrors: BTreeMap::new(),
             broker_configs: BTreeMap::new(),
             brokers: BTreeMap::new(),
+            fenced: Default::default(),
+            racks: BTreeMap::new(),
             controller_id: node_id,
         }
     }
 
-    /// The brokers Metadata lists: the registered ones, this node always among them.
+    /// The brokers Metadata lists: the registered ones that are not fenced, this node
+    /// always among them.
     pub fn live_brokers(&self) -> Vec<(i32, SocketAddr)> {
         let mut all = self.brokers.clone();
+        all.retain(|id, _| !self.fenced.contains(id));
         all.insert(self.node_id, self.advertised);
         all.into_iter().collect()
+    }
+
+    /// Whether `node` is registered and not fenced (this node always is).
+    pub fn is_live(&self, node: i32) -> bool {
+        node == self.node_id || (self.brokers.contains_key(&node) && !self.fenced.contains(&node))
+    }
+
+    /// Where clients reach broker `node`.
+    pub fn broker_address(&self, node: i32) -> Option<SocketAddr> {
+        if node == self.node_id {
+            return Some(self.advertised);
+        }
+        self.brokers.get(&node).copied()
     }
 
     pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {

@@ -15,11 +15,14 @@
 //! control plane last gave it. A leader append checks it with the writer held, so no
 //! append slips in between a state change and the step that follows it.
 //!
-//! On a single node the leader is the whole ISR, so the high watermark is the log end
-//! after every change. The cluster issue replaces that rule here (the minimum of the
-//! ISR's log ends, delayed produce waiting on it) without touching the writers.
+//! It knows who leads and who follows ([`Leadership`], from the controller). As leader
+//! it tracks each follower's log end from the follower's Fetches (Kafka's `Replica`
+//! state) and the high watermark is the lowest log end of the in-sync replicas; alone in
+//! its ISR that is its own log end after every change. As follower the high watermark is
+//! the leader's, capped at the local log end.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
@@ -33,6 +36,59 @@ use crate::wire::mirror::MirrorPartitionState;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("partition {0} is closed")]
 pub struct PartitionClosed(pub TopicPartition);
+
+/// Who leads a partition and who follows, as the controller last committed it (Kafka's
+/// LeaderAndIsr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leadership {
+    /// Node id of the leader, -1 while none can lead.
+    pub leader: i32,
+    pub leader_epoch: LeaderEpoch,
+    pub partition_epoch: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+}
+
+impl Leadership {
+    /// `node` is the only replica.
+    pub fn alone(node: i32, leader_epoch: LeaderEpoch) -> Leadership {
+        Leadership {
+            leader: node,
+            leader_epoch,
+            partition_epoch: 0,
+            replicas: vec![node],
+            isr: vec![node],
+        }
+    }
+
+    /// Whether `next` is newer than this (a higher leader epoch, or the same one with a
+    /// higher partition epoch): older or equal ones arrive late and change nothing.
+    pub fn is_older_than(&self, next: &Leadership) -> bool {
+        (next.leader_epoch, next.partition_epoch) > (self.leader_epoch, self.partition_epoch)
+    }
+}
+
+/// What a leader knows of one follower, from its Fetches (Kafka's `Replica` state).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// The follower's log end: the offset it last fetched from (-1: not known yet).
+    pub log_end: i64,
+    /// When it last had everything the leader had (ms): what `replica.lag.time.max.ms`
+    /// is measured against.
+    pub last_caught_up_ms: i64,
+    /// When it last fetched, and the leader's log end then.
+    pub last_fetch_ms: i64,
+    pub last_fetch_leader_end: i64,
+}
+
+/// What a follower's Fetch means for the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FollowerFetch {
+    /// The high watermark may move: take the writer to move it.
+    pub high_watermark_may_move: bool,
+    /// The follower is out of the ISR and has caught up: ask the controller to add it.
+    pub may_join_isr: bool,
+}
 
 /// A partition owned by this shard.
 #[derive(Debug)]
@@ -50,34 +106,227 @@ pub struct Partition {
     /// committed it: every leader append is stamped with it and requests carrying a
     /// current leader epoch are fenced against it.
     leader_epoch: Cell<LeaderEpoch>,
+    /// This node's id.
+    node_id: i32,
+    leadership: RefCell<Leadership>,
+    /// As leader: each follower's state (replicas other than this node).
+    followers: RefCell<BTreeMap<i32, FollowerState>>,
+    /// As follower: the leader's high watermark from its last Fetch answer.
+    leader_high_watermark: Cell<i64>,
+    /// The ISR change last asked of the controller, with when (ms): asked again only
+    /// once the image moved or it is old.
+    isr_change_asked: RefCell<Option<(Vec<i32>, i64)>>,
 }
 
 impl Partition {
+    /// A partition on a node of its own (tests, single-node tools): node 0 leads it
+    /// alone.
     pub fn new(tp: TopicPartition, log: PartitionLog, leader_epoch: LeaderEpoch) -> Partition {
-        Partition {
+        Partition::with_leadership(tp, log, 0, Leadership::alone(0, leader_epoch), 0)
+    }
+
+    /// A partition on node `node_id`, led and followed as `leadership` says (`now_ms`
+    /// starts the followers' lag clocks).
+    pub fn with_leadership(
+        tp: TopicPartition,
+        log: PartitionLog,
+        node_id: i32,
+        leadership: Leadership,
+        now_ms: i64,
+    ) -> Partition {
+        let p = Partition {
             tp,
             log: RwLock::new(log),
             hw_moved: Arc::new(event_listener::Event::new()),
             mirror_gate: Cell::new(None),
-            leader_epoch: Cell::new(leader_epoch),
+            leader_epoch: Cell::new(leadership.leader_epoch),
+            node_id,
+            leadership: RefCell::new(leadership),
+            followers: RefCell::new(BTreeMap::new()),
+            leader_high_watermark: Cell::new(0),
+            isr_change_asked: RefCell::new(None),
+        };
+        p.reset_followers(now_ms);
+        p
+    }
+
+    /// Whether this node leads the partition.
+    pub fn is_leader(&self) -> bool {
+        self.leadership.borrow().leader == self.node_id
+    }
+
+    /// The leader's node id (-1: none).
+    pub fn leader(&self) -> i32 {
+        self.leadership.borrow().leader
+    }
+
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.borrow().clone()
+    }
+
+    /// Kafka's `makeLeader` / `makeFollower`: the controller committed `next`. An older
+    /// or equal one changes nothing (returns false); the leader epoch never goes back.
+    /// Becoming leader (or a new leader epoch) starts every follower unknown, caught up
+    /// as of `now_ms` (so none is dropped from the ISR before it could fetch).
+    pub fn set_leadership(&self, next: Leadership, now_ms: i64) -> bool {
+        let old = self.leadership.borrow().clone();
+        if !old.is_older_than(&next) {
+            return false;
         }
+        let new_epoch = next.leader_epoch != old.leader_epoch;
+        if next.leader_epoch > self.leader_epoch.get() {
+            self.leader_epoch.set(next.leader_epoch);
+        }
+        *self.leadership.borrow_mut() = next;
+        *self.isr_change_asked.borrow_mut() = None;
+        if new_epoch {
+            self.reset_followers(now_ms);
+        } else {
+            // Same leader, new replicas or ISR: keep what is known, add the new ones.
+            let l = self.leadership.borrow();
+            let mut f = self.followers.borrow_mut();
+            f.retain(|id, _| l.replicas.contains(id));
+            for r in l.replicas.iter().filter(|r| **r != self.node_id) {
+                f.entry(*r).or_insert(FollowerState {
+                    log_end: -1,
+                    last_caught_up_ms: now_ms,
+                    last_fetch_ms: 0,
+                    last_fetch_leader_end: -1,
+                });
+            }
+        }
+        true
+    }
+
+    fn reset_followers(&self, now_ms: i64) {
+        let l = self.leadership.borrow();
+        *self.followers.borrow_mut() = l
+            .replicas
+            .iter()
+            .filter(|r| **r != self.node_id)
+            .map(|r| {
+                (
+                    *r,
+                    FollowerState {
+                        log_end: -1,
+                        last_caught_up_ms: now_ms,
+                        last_fetch_ms: 0,
+                        last_fetch_leader_end: -1,
+                    },
+                )
+            })
+            .collect();
+    }
+
+    /// As leader: follower `replica` fetched from `fetch_offset` (so it holds everything
+    /// below) at `now_ms`, when this log ended at `leader_end` and the high watermark was
+    /// `high_watermark`. Kafka's `updateFollowerFetchState`.
+    pub fn on_follower_fetch(
+        &self,
+        replica: i32,
+        fetch_offset: i64,
+        leader_end: i64,
+        high_watermark: i64,
+        now_ms: i64,
+    ) -> FollowerFetch {
+        let mut followers = self.followers.borrow_mut();
+        let Some(f) = followers.get_mut(&replica) else {
+            return FollowerFetch::default();
+        };
+        if fetch_offset >= leader_end {
+            f.last_caught_up_ms = now_ms;
+        } else if f.last_fetch_leader_end >= 0 && fetch_offset >= f.last_fetch_leader_end {
+            f.last_caught_up_ms = f.last_fetch_ms;
+        }
+        f.log_end = fetch_offset;
+        f.last_fetch_ms = now_ms;
+        f.last_fetch_leader_end = leader_end;
+        let l = self.leadership.borrow();
+        let in_isr = l.isr.contains(&replica);
+        FollowerFetch {
+            high_watermark_may_move: in_isr && high_watermark < leader_end,
+            may_join_isr: !in_isr && fetch_offset >= high_watermark,
+        }
+    }
+
+    /// As leader: the followers' states.
+    pub fn followers(&self) -> BTreeMap<i32, FollowerState> {
+        self.followers.borrow().clone()
+    }
+
+    /// As follower: the leader's high watermark from its last Fetch answer.
+    pub fn set_leader_high_watermark(&self, hw: i64) {
+        self.leader_high_watermark.set(hw);
+    }
+
+    /// The ISR this leader should ask the controller for at `now_ms`: in-sync members
+    /// whose last catch-up is older than `lag_max_ms` drop out, and `joining` (a caught
+    /// up follower) comes in. `None`: no change, or the same change was asked within
+    /// `retry_ms` and the image has not moved since.
+    pub fn isr_change(
+        &self,
+        joining: Option<i32>,
+        now_ms: i64,
+        lag_max_ms: i64,
+        retry_ms: i64,
+    ) -> Option<(Leadership, Vec<i32>)> {
+        let l = self.leadership.borrow();
+        if l.leader != self.node_id {
+            return None;
+        }
+        let followers = self.followers.borrow();
+        let mut isr: Vec<i32> = l
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| {
+                *r == self.node_id
+                    || followers
+                        .get(r)
+                        .is_some_and(|f| now_ms - f.last_caught_up_ms <= lag_max_ms)
+            })
+            .collect();
+        if let Some(j) = joining.filter(|j| l.replicas.contains(j) && !isr.contains(j)) {
+            isr.push(j);
+        }
+        // Replica order, as Kafka keeps it.
+        isr.sort_by_key(|r| l.replicas.iter().position(|x| x == r));
+        if isr == l.isr {
+            return None;
+        }
+        let mut asked = self.isr_change_asked.borrow_mut();
+        if let Some((prev, at)) = asked.as_ref() {
+            if *prev == isr && now_ms - at < retry_ms {
+                return None;
+            }
+        }
+        *asked = Some((isr.clone(), now_ms));
+        Some((l.clone(), isr))
+    }
+
+    /// Where the high watermark goes after a change that left the log ending at `end`:
+    /// as leader the lowest log end of the ISR (never lower than `current`), as follower
+    /// the leader's high watermark; never past `end`.
+    fn high_watermark_target(&self, end: i64, current: i64) -> i64 {
+        let l = self.leadership.borrow();
+        if l.leader != self.node_id {
+            return self.leader_high_watermark.get().min(end);
+        }
+        let followers = self.followers.borrow();
+        let mut hw = end;
+        for r in l.isr.iter().filter(|r| **r != self.node_id) {
+            match followers.get(r) {
+                Some(f) if f.log_end >= 0 => hw = hw.min(f.log_end),
+                // A member whose position is not known yet holds the watermark.
+                _ => hw = hw.min(current),
+            }
+        }
+        hw.max(current.min(end))
     }
 
     /// The leader epoch leader appends are stamped with.
     pub fn leader_epoch(&self) -> LeaderEpoch {
         self.leader_epoch.get()
-    }
-
-    /// Kafka's `makeLeader`: this broker leads the partition at `epoch`, the one the
-    /// controller committed. An epoch never goes back: a stale `epoch` (one that arrives
-    /// after a newer one) changes nothing. Returns whether the epoch moved.
-    pub fn make_leader(&self, epoch: LeaderEpoch) -> bool {
-        if epoch > self.leader_epoch.get() {
-            self.leader_epoch.set(epoch);
-            true
-        } else {
-            false
-        }
     }
 
     /// Kafka's current-leader-epoch check (KIP-320) for a request that names the epoch
@@ -134,7 +383,7 @@ impl Partition {
         let before = (guard.log_end_offset(), guard.high_watermark());
         Ok(PartitionWriter {
             guard,
-            hw_moved: &self.hw_moved,
+            partition: self,
             before,
         })
     }
@@ -152,13 +401,13 @@ impl Partition {
     }
 }
 
-/// Exclusive access to a partition's log. On drop, the high watermark is advanced to
-/// the log end (single node: the leader is the whole ISR) and waiting readers are
-/// woken if it moved.
+/// Exclusive access to a partition's log. On drop, the high watermark follows (the
+/// lowest log end of the ISR as leader, the leader's as follower) and waiting readers
+/// are woken if the log end or the high watermark moved.
 #[derive(Debug)]
 pub struct PartitionWriter<'a> {
     guard: RwLockWriteGuard<'a, PartitionLog>,
-    hw_moved: &'a event_listener::Event,
+    partition: &'a Partition,
     /// (log end, high watermark) when the writer took the log.
     before: (crate::types::Offset, crate::types::Offset),
 }
@@ -179,13 +428,16 @@ impl DerefMut for PartitionWriter<'_> {
 impl Drop for PartitionWriter<'_> {
     fn drop(&mut self) {
         let end = self.guard.log_end_offset();
-        if self.guard.high_watermark() != end {
-            self.guard.update_high_watermark(end);
+        let current = self.guard.high_watermark();
+        let target = self.partition.high_watermark_target(end.0, current.0);
+        if target != current.0 {
+            self.guard
+                .update_high_watermark(crate::types::Offset(target));
         }
         // A truncation may have lowered the high watermark itself: compare with what
         // the writer started from.
         if (end, self.guard.high_watermark()) != self.before {
-            self.hw_moved.notify(usize::MAX);
+            self.partition.hw_moved.notify(usize::MAX);
         }
     }
 }
@@ -254,9 +506,12 @@ mod tests {
         run(|| async {
             let dir = tempfile::tempdir().expect("tempdir");
             let p = open(dir.path(), "e").await;
-            assert!(p.make_leader(LeaderEpoch(5)));
-            assert!(!p.make_leader(LeaderEpoch(3)), "a stale epoch is ignored");
-            assert!(!p.make_leader(LeaderEpoch(5)));
+            assert!(p.set_leadership(Leadership::alone(0, LeaderEpoch(5)), 0));
+            assert!(
+                !p.set_leadership(Leadership::alone(0, LeaderEpoch(3)), 0),
+                "a stale epoch is ignored"
+            );
+            assert!(!p.set_leadership(Leadership::alone(0, LeaderEpoch(5)), 0));
             assert_eq!(p.leader_epoch(), LeaderEpoch(5));
             {
                 let mut log = p.write().await.expect("writer");
@@ -310,6 +565,120 @@ mod tests {
             }
             assert!(fired(&mut again).await);
             assert_eq!(a.read().await.expect("reader").high_watermark(), Offset(0));
+        });
+    }
+
+    fn replicated(leader: i32, isr: &[i32]) -> Leadership {
+        Leadership {
+            leader,
+            leader_epoch: LeaderEpoch(1),
+            partition_epoch: 1,
+            replicas: vec![0, 1, 2],
+            isr: isr.to_vec(),
+        }
+    }
+
+    async fn open_as(dir: &Path, node: i32, leadership: Leadership) -> Partition {
+        let tp = TopicPartition::new("r", 0);
+        let log = PartitionLog::open(dir, tp.clone(), None, LogConfig::default(), 0)
+            .await
+            .expect("log opens");
+        Partition::with_leadership(tp, log, node, leadership, 0)
+    }
+
+    async fn append(p: &Partition, records: i32) {
+        let mut log = p.write().await.expect("writer");
+        let epoch = p.leader_epoch();
+        log.append_as_leader(batch(records), epoch, crate::log::AppendKind::Client, 0)
+            .await
+            .expect("append");
+    }
+
+    async fn hw(p: &Partition) -> i64 {
+        p.read().await.expect("reader").high_watermark().0
+    }
+
+    #[test]
+    fn the_leaders_high_watermark_is_the_lowest_log_end_of_its_isr() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let p = open_as(dir.path(), 0, replicated(0, &[0, 1, 2])).await;
+            append(&p, 5).await;
+            assert_eq!(hw(&p).await, 0, "followers' positions are not known yet");
+            let seen = p.on_follower_fetch(1, 5, 5, 0, 10);
+            assert!(seen.high_watermark_may_move && !seen.may_join_isr);
+            drop(p.write().await);
+            assert_eq!(hw(&p).await, 0, "follower 2 holds it");
+            p.on_follower_fetch(2, 3, 5, 0, 10);
+            drop(p.write().await);
+            assert_eq!(hw(&p).await, 3);
+            // It never goes back on the leader, even if a follower's fetch is older.
+            p.on_follower_fetch(2, 1, 5, 3, 11);
+            drop(p.write().await);
+            assert_eq!(hw(&p).await, 3);
+            // Alone in the ISR, the log end.
+            let alone = Leadership {
+                isr: vec![0],
+                partition_epoch: 2,
+                ..replicated(0, &[0])
+            };
+            assert!(p.set_leadership(alone, 12));
+            drop(p.write().await);
+            assert_eq!(hw(&p).await, 5);
+        });
+    }
+
+    #[test]
+    fn a_follower_that_lags_too_long_leaves_the_isr_and_one_that_caught_up_joins() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let p = open_as(dir.path(), 0, replicated(0, &[0, 1, 2])).await;
+            append(&p, 4).await;
+            // Follower 1 keeps up; follower 2 never fetches.
+            p.on_follower_fetch(1, 4, 4, 0, 1_000);
+            assert_eq!(p.isr_change(None, 1_000, 30_000, 2_000), None);
+            p.on_follower_fetch(1, 4, 4, 0, 31_000);
+            let (was, isr) = p
+                .isr_change(None, 31_000, 30_000, 2_000)
+                .expect("2 lags past replica.lag.time.max.ms");
+            assert_eq!((was.partition_epoch, isr.clone()), (1, vec![0, 1]));
+            assert_eq!(
+                p.isr_change(None, 31_500, 30_000, 2_000),
+                None,
+                "not asked again at once"
+            );
+            // The controller committed it.
+            assert!(p.set_leadership(
+                Leadership {
+                    isr: vec![0, 1],
+                    partition_epoch: 2,
+                    ..replicated(0, &[0, 1])
+                },
+                31_600
+            ));
+            // Follower 2 catches up to the high watermark: it may join.
+            drop(p.write().await);
+            let hw_now = hw(&p).await;
+            let seen = p.on_follower_fetch(2, hw_now, 4, hw_now, 32_000);
+            assert!(seen.may_join_isr);
+            let (_, isr) = p.isr_change(Some(2), 32_000, 30_000, 2_000).expect("joins");
+            assert_eq!(isr, vec![0, 1, 2]);
+        });
+    }
+
+    #[test]
+    fn a_follower_takes_the_leaders_high_watermark_capped_at_its_own_log_end() {
+        run(|| async {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let p = open_as(dir.path(), 1, replicated(0, &[0, 1, 2])).await;
+            assert!(!p.is_leader());
+            p.set_leader_high_watermark(10);
+            append(&p, 4).await;
+            assert_eq!(hw(&p).await, 4);
+            p.set_leader_high_watermark(2);
+            drop(p.write().await);
+            assert_eq!(hw(&p).await, 2);
+            assert_eq!(p.isr_change(None, 100_000, 1, 1), None, "only leaders ask");
         });
     }
 }

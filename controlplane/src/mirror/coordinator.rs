@@ -1076,12 +1076,7 @@ mod tests {
             name: name.to_string(),
             id,
             partitions: (0..partitions)
-                .map(|p| PartitionImage {
-                    partition: p,
-                    leader: 0,
-                    leader_epoch: 0,
-                    shard: 0,
-                })
+                .map(|p| PartitionImage::single(p, 0, 0, 0))
                 .collect(),
             configs: BTreeMap::new(),
             log_config: LogConfig::default(),
@@ -1664,6 +1659,7 @@ mod tests {
     ) -> (ShardRouter, Vec<Rc<dataplane::shard::ShardCtx>>) {
         let (router, queues) = ShardRouter::new(shards, 64);
         let settings = Arc::new(dataplane::shard::ShardSettings {
+            replication: Default::default(),
             data_dir: dir.to_path_buf(),
             socket_request_max_bytes: 1 << 20,
             in_flight_requests_max: 5,
@@ -1695,7 +1691,7 @@ mod tests {
                     TopicPartition::new(MIRROR_STATE_TOPIC, p.partition),
                     topic.id,
                     LogConfig::default(),
-                    dataplane::types::LeaderEpoch(p.leader_epoch),
+                    p.leadership(),
                 )
                 .await
                 .expect("open __mirror_state partition");

@@ -1503,12 +1503,7 @@ mod tests {
             name: name.into(),
             id: uuid::Uuid::from_u128(id),
             partitions: (0..partitions)
-                .map(|p| PartitionImage {
-                    partition: p,
-                    leader: 0,
-                    leader_epoch: 0,
-                    shard: 0,
-                })
+                .map(|p| PartitionImage::single(p, 0, 0, 0))
                 .collect(),
             configs: map(&[(MIRROR_NAME_CONFIG, "m")]),
             log_config: Default::default(),

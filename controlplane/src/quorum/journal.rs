@@ -245,6 +245,30 @@ impl MetadataJournal {
         }
     }
 
+    /// How long ago each other member was last heard from, by node id (`None`: never),
+    /// and whether this member leads (only a leader hears from every member). Alone:
+    /// nothing to hear.
+    pub fn peers_heard(
+        &self,
+    ) -> (
+        bool,
+        std::collections::BTreeMap<i32, Option<std::time::Duration>>,
+    ) {
+        match &self.member {
+            Member::Alone(_) => (true, Default::default()),
+            Member::Cluster(h) => match h.status() {
+                Some(s) => (
+                    s.leader == Some(s.id),
+                    s.heard
+                        .into_iter()
+                        .map(|(id, ago)| (node_id_of(id), ago))
+                        .collect(),
+                ),
+                None => (false, Default::default()),
+            },
+        }
+    }
+
     /// Whether this journal is one member of several.
     pub fn in_quorum(&self) -> bool {
         matches!(self.member, Member::Cluster(_))

@@ -54,12 +54,15 @@ enum Event {
 }
 
 /// What a member knows of the quorum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     pub id: u64,
     pub leader: Option<u64>,
     pub term: u64,
     pub committed: u64,
+    /// How long ago each peer was last heard from (a leader hears every live member at
+    /// each heartbeat; a follower mostly the leader). `None`: never since start.
+    pub heard: BTreeMap<u64, Option<Duration>>,
 }
 
 /// The owner's side of a running member.
@@ -263,6 +266,8 @@ fn run(
     let mut next_tick = Instant::now() + tick;
     // Proposals waiting for their entry to commit: index -> (term proposed in, answer).
     let mut waiting: BTreeMap<u64, (u64, Sender<Result<u64, ProposeError>>)> = BTreeMap::new();
+    // When each peer's last message arrived.
+    let mut heard: BTreeMap<u64, Option<Instant>> = peers.keys().map(|id| (*id, None)).collect();
     if peers.is_empty() {
         // A lone voter leads at once.
         node.campaign().map_err(|e| e.to_string())?;
@@ -271,6 +276,9 @@ fn run(
         let wait = next_tick.saturating_duration_since(Instant::now());
         match events.recv_timeout(wait) {
             Ok(Event::Message(m)) => {
+                if let Some(at) = heard.get_mut(&m.from) {
+                    *at = Some(Instant::now());
+                }
                 if let Err(e) = node.step(m) {
                     tracing::debug!(error = %e, "quorum message dropped");
                 }
@@ -302,6 +310,10 @@ fn run(
                     leader: node.leader(),
                     term: node.term(),
                     committed: node.committed(),
+                    heard: heard
+                        .iter()
+                        .map(|(id, at)| (*id, at.map(|t| t.elapsed())))
+                        .collect(),
                 });
             }
             Err(RecvTimeoutError::Timeout) => {}

@@ -34,7 +34,6 @@ pub async fn handle(
     request: CreateTopicsRequest,
     version: i16,
 ) -> CreateTopicsResponse {
-    let node_id = ctx.metadata.load().node_id;
     let dup = duplicates(request.topics.iter().map(|t| t.name.0.as_str()));
     // One answer per distinct name, in first-occurrence order; `early` holds the ones
     // answered here without asking the controller.
@@ -66,16 +65,12 @@ pub async fn handle(
                 )
             })
             .collect();
-        match partitions_and_replication(
-            t.num_partitions,
-            t.replication_factor,
-            &assignments,
-            node_id,
-        ) {
-            Ok((num_partitions, replication_factor)) => forward.push(NewTopic {
+        match partitions_and_replication(t.num_partitions, t.replication_factor, &assignments) {
+            Ok((num_partitions, replication_factor, assignments)) => forward.push(NewTopic {
                 name,
                 num_partitions,
                 replication_factor,
+                assignments,
                 configs: t
                     .configs
                     .into_iter()
@@ -132,7 +127,7 @@ pub async fn handle(
                 image.topic(&name).map(|t| CreatedTopic {
                     topic_id: t.id,
                     num_partitions: i32::try_from(t.partitions.len()).unwrap_or(i32::MAX),
-                    replication_factor: 1,
+                    replication_factor: t.partitions.first().map_or(1, |p| p.replicas.len() as i16),
                     configs: topic_configs_with_source(&t.log_config, &t.configs),
                 })
             };
@@ -142,17 +137,20 @@ pub async fn handle(
     CreateTopicsResponse::default().with_topics(topics)
 }
 
-/// The partition count and replication factor to ask the controller for. Explicit
-/// replica assignments (Kafka's alternative to the two numbers) are accepted when they
-/// describe what a single node does anyway: partitions 0..n, each on this node only.
+/// Partition count, replication factor and explicit replica lists (by partition).
+type Replication = (i32, i16, Vec<Vec<i32>>);
+
+/// The partition count, replication factor and explicit replica lists (by partition) to
+/// ask the controller for. Explicit assignments (Kafka's alternative to the two numbers)
+/// must name partitions 0..n, each with the same number of distinct brokers; whether
+/// those brokers exist is the controller's check.
 fn partitions_and_replication(
     num_partitions: i32,
     replication_factor: i16,
     assignments: &[(i32, Vec<i32>)],
-    node_id: i32,
-) -> Result<(i32, i16), (ResponseError, String)> {
+) -> Result<Replication, (ResponseError, String)> {
     if assignments.is_empty() {
-        return Ok((num_partitions, replication_factor));
+        return Ok((num_partitions, replication_factor, Vec::new()));
     }
     if num_partitions != -1 || replication_factor != -1 {
         return Err((
@@ -162,23 +160,41 @@ fn partitions_and_replication(
                 .to_string(),
         ));
     }
-    let mut indexes: Vec<i32> = assignments.iter().map(|(p, _)| *p).collect();
-    indexes.sort_unstable();
-    if indexes.iter().zip(0..).any(|(p, want)| *p != want) {
+    let mut sorted: Vec<(i32, Vec<i32>)> = assignments.to_vec();
+    sorted.sort_by_key(|(p, _)| *p);
+    if sorted.iter().zip(0..).any(|((p, _), want)| *p != want) {
         return Err((
             ResponseError::InvalidReplicaAssignment,
             "Partitions should be a consecutive 0-based integer sequence".to_string(),
         ));
     }
-    if let Some((p, brokers)) = assignments.iter().find(|(_, b)| b.as_slice() != [node_id]) {
-        return Err((
-            ResponseError::InvalidReplicaAssignment,
-            format!(
-                "Partition {p}: replicas {brokers:?} are not [{node_id}], the only broker of this cluster"
-            ),
-        ));
+    let factor = sorted[0].1.len();
+    for (p, brokers) in &sorted {
+        if brokers.is_empty() {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("Partition {p}: the replica list is empty"),
+            ));
+        }
+        if brokers.len() != factor {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                "All partitions should have the same number of replicas".to_string(),
+            ));
+        }
+        let distinct: BTreeSet<i32> = brokers.iter().copied().collect();
+        if distinct.len() != brokers.len() {
+            return Err((
+                ResponseError::InvalidReplicaAssignment,
+                format!("Partition {p}: duplicate brokers in {brokers:?}"),
+            ));
+        }
     }
-    Ok((i32::try_from(assignments.len()).unwrap_or(i32::MAX), 1))
+    Ok((
+        i32::try_from(sorted.len()).unwrap_or(i32::MAX),
+        i16::try_from(factor).unwrap_or(i16::MAX),
+        sorted.into_iter().map(|(_, b)| b).collect(),
+    ))
 }
 
 /// The v5+ description of a topic that validate_only accepted: the request's values with
@@ -258,6 +274,7 @@ mod tests {
             name: "t".into(),
             num_partitions: partitions,
             replication_factor: -1,
+            assignments: Vec::new(),
             configs: configs
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.map(str::to_string)))
@@ -289,29 +306,37 @@ mod tests {
     }
 
     #[test]
-    fn replica_assignments_must_say_this_node() {
-        assert_eq!(partitions_and_replication(3, 1, &[], 0), Ok((3, 1)));
-        assert_eq!(partitions_and_replication(-1, -1, &[], 0), Ok((-1, -1)));
-        let ok = [(1, vec![7]), (0, vec![7])];
-        assert_eq!(partitions_and_replication(-1, -1, &ok, 7), Ok((2, 1)));
-        let code = |r: Result<(i32, i16), (ResponseError, String)>| r.err().map(|e| e.0);
+    fn replica_assignments_name_every_partition_once_with_the_same_replica_count() {
         assert_eq!(
-            code(partitions_and_replication(2, -1, &ok, 7)),
+            partitions_and_replication(3, 1, &[]),
+            Ok((3, 1, Vec::new()))
+        );
+        assert_eq!(
+            partitions_and_replication(-1, -1, &[]),
+            Ok((-1, -1, Vec::new()))
+        );
+        let ok = [(1, vec![7, 8]), (0, vec![8, 7])];
+        assert_eq!(
+            partitions_and_replication(-1, -1, &ok),
+            Ok((2, 2, vec![vec![8, 7], vec![7, 8]]))
+        );
+        let code = |r: Result<Replication, (ResponseError, String)>| r.err().map(|e| e.0);
+        assert_eq!(
+            code(partitions_and_replication(2, -1, &ok)),
             Some(ResponseError::InvalidRequest)
         );
-        assert_eq!(
-            code(partitions_and_replication(-1, -1, &[(0, vec![7, 8])], 7)),
-            Some(ResponseError::InvalidReplicaAssignment)
-        );
-        assert_eq!(
-            code(partitions_and_replication(
-                -1,
-                -1,
-                &[(0, vec![7]), (2, vec![7])],
-                7
-            )),
-            Some(ResponseError::InvalidReplicaAssignment)
-        );
+        for bad in [
+            vec![(0, vec![7]), (2, vec![7])],
+            vec![(0, vec![7]), (1, vec![7, 8])],
+            vec![(0, vec![7, 7])],
+            vec![(0, vec![])],
+        ] {
+            assert_eq!(
+                code(partitions_and_replication(-1, -1, &bad)),
+                Some(ResponseError::InvalidReplicaAssignment),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -362,14 +387,7 @@ mod handler_tests {
             Arc::new(TopicImage {
                 name: "new".into(),
                 id,
-                partitions: (0..2)
-                    .map(|p| PartitionImage {
-                        partition: p,
-                        leader: 0,
-                        leader_epoch: 0,
-                        shard: 0,
-                    })
-                    .collect(),
+                partitions: (0..2).map(|p| PartitionImage::single(p, 0, 0, 0)).collect(),
                 configs: BTreeMap::from([("retention.ms".to_string(), "5".to_string())]),
                 log_config: LogConfig {
                     retention_ms: 5,

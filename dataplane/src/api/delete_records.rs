@@ -33,7 +33,7 @@ pub(crate) async fn delete_on_owner(
     tp: TopicPartition,
     offset: i64,
 ) -> (i16, i64) {
-    let Some(p) = ctx.partition(&tp) else {
+    let Some(p) = ctx.partition(&tp).filter(|p| p.is_leader()) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1);
     };
     let Ok(mut log) = p.write().await else {

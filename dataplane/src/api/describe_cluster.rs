@@ -49,7 +49,7 @@ fn build(
                 .with_broker_id(BrokerId(id))
                 .with_host(str_bytes(addr.ip().to_string()))
                 .with_port(i32::from(addr.port()))
-                .with_rack(None)
+                .with_rack(image.racks.get(&id).cloned().map(str_bytes))
         })
         .collect();
     if include_operations {

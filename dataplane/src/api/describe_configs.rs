@@ -733,6 +733,7 @@ mod tests {
             num_partitions: 1,
             log_retention_check_interval_ms: 300_000,
             default_log_config: LogConfig::default(),
+            replication: Default::default(),
             cleaner: Default::default(),
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),

@@ -86,8 +86,15 @@ pub fn handle(
                     .with_partition_index(p.partition)
                     .with_leader_id(BrokerId(p.leader))
                     .with_leader_epoch(p.leader_epoch)
-                    .with_replica_nodes(vec![BrokerId(p.leader)])
-                    .with_isr_nodes(vec![BrokerId(p.leader)])
+                    .with_replica_nodes(p.replicas.iter().map(|b| BrokerId(*b)).collect())
+                    .with_isr_nodes(p.isr.iter().map(|b| BrokerId(*b)).collect())
+                    .with_offline_replicas(
+                        p.replicas
+                            .iter()
+                            .filter(|b| !image.is_live(**b))
+                            .map(|b| BrokerId(*b))
+                            .collect(),
+                    )
                     .with_eligible_leader_replicas(Some(Vec::new()))
                     .with_last_known_elr(Some(Vec::new())),
             );
@@ -149,12 +156,7 @@ mod tests {
                 name: t.clone(),
                 id: uuid::Uuid::new_v4(),
                 partitions: (0..count)
-                    .map(|p| crate::metadata::PartitionImage {
-                        partition: p,
-                        leader: 0,
-                        leader_epoch: 2,
-                        shard: 0,
-                    })
+                    .map(|p| crate::metadata::PartitionImage::single(p, 0, 2, 0))
                     .collect(),
                 configs: Default::default(),
                 log_config: crate::log::LogConfig::default(),

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
-    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint,
+    PartitionData,
 };
-use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ProducerId};
 use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
@@ -82,6 +83,8 @@ pub struct FetchPartition {
     /// Fetch v12+: the epoch of the fetcher's last batch (-1: none).
     pub last_fetched_epoch: i32,
     pub max_bytes: usize,
+    /// The follower fetching (its node id), or -1 for a consumer.
+    pub replica: i32,
 }
 
 /// Reads one partition on its owning shard.
@@ -96,8 +99,9 @@ async fn read_on_owner(
         current_leader_epoch,
         last_fetched_epoch,
         max_bytes,
+        replica,
     } = wanted;
-    let Some(partition) = ctx.partition(&tp) else {
+    let Some(partition) = ctx.partition(&tp).filter(|p| p.is_leader()) else {
         return PartitionFetchResult {
             error_code: ResponseError::NotLeaderOrFollower.code(),
             ..Default::default()
@@ -108,6 +112,10 @@ async fn read_on_owner(
             error_code: fenced.code(),
             ..Default::default()
         };
+    }
+    if replica >= 0 {
+        // A follower's position is what it asks for: everything below is on its log.
+        crate::fetcher::replica::on_replica_fetch(&ctx, &partition, replica, fetch_offset).await;
     }
     let Ok(log) = partition.read().await else {
         return PartitionFetchResult {
@@ -145,7 +153,15 @@ async fn read_on_owner(
             }
         }
     }
-    let upper = if read_committed { lso } else { hw };
+    // Followers read up to the log end (what makes the high watermark move); consumers
+    // up to the high watermark, or the last stable offset.
+    let upper = if replica >= 0 {
+        log.log_end_offset()
+    } else if read_committed {
+        lso
+    } else {
+        hw
+    };
     let offset = Offset(fetch_offset);
     if offset < log.log_start_offset() || offset > log.log_end_offset() {
         out.error_code = ResponseError::OffsetOutOfRange.code();
@@ -213,6 +229,11 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     let started = Instant::now();
     let image = ctx.metadata.load();
     let read_committed = request.isolation_level == 1;
+    let replica = if version >= 15 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
     let max_wait = Duration::from_millis(request.max_wait_ms.max(0) as u64);
     let min_bytes = request.min_bytes.max(0) as usize;
     let max_bytes = if request.max_bytes <= 0 {
@@ -222,6 +243,8 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     };
 
     let mut topics: Vec<FetchableTopicResponse> = Vec::new();
+    // Each response topic's name (for the leader look-ups of KIP-951).
+    let mut names: Vec<String> = Vec::new();
     let mut wanted: Vec<Wanted> = Vec::new();
     // Results slots, in request order: (topic index, partition index in topic).
     let mut slots: Vec<(usize, usize, Option<PartitionFetchResult>)> = Vec::new();
@@ -237,6 +260,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
             (n, found)
         };
         let topic_index = topics.len();
+        names.push(name.clone());
         let mut resp = FetchableTopicResponse::default();
         if version >= 13 {
             resp.topic_id = t.topic_id;
@@ -272,6 +296,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
                                 -1
                             },
                             max_bytes: p.partition_max_bytes.max(0) as usize,
+                            replica,
                         },
                     });
                 }
@@ -339,12 +364,25 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     }
 
     let mut fetched = results.into_iter();
+    // KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the leader (and, v16+, where it is).
+    let mut endpoints: std::collections::BTreeSet<i32> = Default::default();
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
     for (topic_index, pi, preset) in slots {
         let r = match preset {
             Some(r) => r,
             None => fetched.next().unwrap_or_default(),
         };
+        let topic_name = names[topic_index].clone();
         let data = &mut topics[topic_index].partitions[pi];
+        if r.error_code == not_leader && version >= 12 {
+            let tp = TopicPartition::new(topic_name, data.partition_index);
+            if let Some(pim) = image.partition(&tp).filter(|p| p.leader >= 0) {
+                data.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(pim.leader))
+                    .with_leader_epoch(pim.leader_epoch);
+                endpoints.insert(pim.leader);
+            }
+        }
         data.error_code = r.error_code;
         data.high_watermark = r.high_watermark;
         data.last_stable_offset = r.last_stable_offset;
@@ -368,6 +406,21 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
         data.records = Some(r.records);
     }
     let mut resp = FetchResponse::default().with_responses(topics);
+    if version >= 16 {
+        resp.node_endpoints = endpoints
+            .into_iter()
+            .filter_map(|id| {
+                let addr = image.broker_address(id)?;
+                Some(
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(id))
+                        .with_host(crate::api::str_bytes(addr.ip().to_string()))
+                        .with_port(i32::from(addr.port()))
+                        .with_rack(image.racks.get(&id).cloned().map(crate::api::str_bytes)),
+                )
+            })
+            .collect();
+    }
     if version >= 7 && request.session_id != 0 {
         resp.error_code = ResponseError::FetchSessionIdNotFound.code();
         resp.responses.clear();

@@ -32,7 +32,7 @@ pub(crate) async fn lookup_on_owner(
     current_leader_epoch: i32,
     read_committed: bool,
 ) -> (i16, i64, i64, i32) {
-    let Some(p) = ctx.partition(&tp) else {
+    let Some(p) = ctx.partition(&tp).filter(|p| p.is_leader()) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1, -1);
     };
     if let Err(fenced) = p.check_current_epoch(current_leader_epoch) {

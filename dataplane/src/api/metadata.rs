@@ -40,6 +40,7 @@ pub async fn handle(
                 name: n.clone(),
                 num_partitions: -1,
                 replication_factor: -1,
+                assignments: Vec::new(),
                 configs: Vec::new(),
             })
             .collect();
@@ -63,7 +64,7 @@ pub async fn handle(
         None => image
             .topics
             .values()
-            .map(|t| topic_response(t, version))
+            .map(|t| topic_response(t, &image, version))
             .collect(),
         Some(wanted) => wanted
             .into_iter()
@@ -73,7 +74,7 @@ pub async fn handle(
                     None => image.topic_by_id(id),
                 };
                 match found {
-                    Some(t) => topic_response(t, version),
+                    Some(t) => topic_response(t, &image, version),
                     None => {
                         let err = if name.as_deref().is_some_and(|n| !valid_topic_name(n)) {
                             ResponseError::InvalidTopicException
@@ -109,6 +110,7 @@ fn build(
                 .with_node_id(BrokerId(id))
                 .with_host(str_bytes(addr.ip().to_string()))
                 .with_port(i32::from(addr.port()))
+                .with_rack(image.racks.get(&id).cloned().map(str_bytes))
         })
         .collect();
     let mut resp = MetadataResponse::default()
@@ -123,7 +125,15 @@ fn build(
     resp
 }
 
-fn topic_response(t: &TopicImage, version: i16) -> MetadataResponseTopic {
+/// A topic's partitions as Metadata lists them: leader (-1 and LEADER_NOT_AVAILABLE
+/// while none can lead), replicas, ISR, and (v5+) the replicas on brokers that are not
+/// live.
+fn topic_response(
+    t: &TopicImage,
+    image: &crate::metadata::MetadataImage,
+    version: i16,
+) -> MetadataResponseTopic {
+    let ids = |v: &[i32]| v.iter().map(|b| BrokerId(*b)).collect::<Vec<_>>();
     let partitions = t
         .partitions
         .iter()
@@ -131,8 +141,20 @@ fn topic_response(t: &TopicImage, version: i16) -> MetadataResponseTopic {
             let mut r = MetadataResponsePartition::default()
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
-                .with_replica_nodes(vec![BrokerId(p.leader)])
-                .with_isr_nodes(vec![BrokerId(p.leader)]);
+                .with_replica_nodes(ids(&p.replicas))
+                .with_isr_nodes(ids(&p.isr));
+            if p.leader < 0 {
+                r.error_code = kafka_protocol::ResponseError::LeaderNotAvailable.code();
+            }
+            if version >= 5 {
+                let offline: Vec<i32> = p
+                    .replicas
+                    .iter()
+                    .copied()
+                    .filter(|b| !image.is_live(*b))
+                    .collect();
+                r.offline_replicas = ids(&offline);
+            }
             if version >= 7 {
                 r.leader_epoch = p.leader_epoch;
             }

@@ -36,7 +36,7 @@ pub(crate) async fn end_offset_on_owner(
     epoch: i32,
     current_leader_epoch: i32,
 ) -> (i16, i32, i64) {
-    let Some(p) = ctx.partition(&tp) else {
+    let Some(p) = ctx.partition(&tp).filter(|p| p.is_leader()) else {
         return (ResponseError::NotLeaderOrFollower.code(), -1, -1);
     };
     if let Err(fenced) = p.check_current_epoch(current_leader_epoch) {

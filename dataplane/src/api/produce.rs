@@ -1,7 +1,12 @@
 //! Produce (0). Partitions are grouped by owning shard; each shard appends its
 //! partitions' record sets (the very `Bytes` decoded off the socket) and the answers
-//! are merged back in request order. acks=0 gets no response; acks=1 and acks=-1 are the
-//! same on a single node (the log's flush policy decides durability).
+//! are merged back in request order. acks=0 gets no response; acks=1 answers after the
+//! leader's append; acks=-1 (all) needs `min.insync.replicas` in-sync replicas before
+//! the append (NOT_ENOUGH_REPLICAS) and answers once the high watermark covers the
+//! records (Kafka's delayed produce, waiting on the partition's own signal), with
+//! NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below it meanwhile and
+//! REQUEST_TIMED_OUT after the request's timeout. Alone in its ISR, the high watermark
+//! is the log end as soon as the append is done, so acks=-1 costs nothing more.
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -66,11 +71,14 @@ pub fn read_only_reason(ctx: &ShardCtx, tp: &TopicPartition) -> Option<String> {
     }
 }
 
-/// Appends one partition's record set on its owning shard.
+/// Appends one partition's record set on its owning shard; with `acks` = -1, waits (at
+/// most `timeout_ms`) until the ISR has it.
 pub async fn append_on_owner(
     ctx: Rc<ShardCtx>,
     tp: TopicPartition,
     records: Option<Bytes>,
+    acks: i16,
+    timeout_ms: i32,
 ) -> PartitionProduceResult {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return PartitionProduceResult::error(
@@ -84,6 +92,21 @@ pub async fn append_on_owner(
     let Ok(mut log) = partition.write().await else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
+    if !partition.is_leader() {
+        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+    }
+    let min_isr = log.config().min_insync_replicas.max(1) as usize;
+    if acks == -1 {
+        let isr = partition.leadership().isr.len();
+        if isr < min_isr {
+            return PartitionProduceResult::error(
+                ResponseError::NotEnoughReplicas,
+                Some(format!(
+                    "{tp} has {isr} in-sync replicas; min.insync.replicas is {min_isr}"
+                )),
+            );
+        }
+    }
     // Checked under the log lock (audit B-14): a produce that waited for the lock while
     // a mirror's PREPARING truncated the log must not append after it.
     if let Some(message) = read_only_reason(&ctx, &tp) {
@@ -102,14 +125,30 @@ pub async fn append_on_owner(
         )
         .await
     {
-        Ok(info) => PartitionProduceResult {
-            error_code: 0,
-            error_message: None,
-            base_offset: info.first_offset.0,
-            log_start_offset: info.log_start_offset.0,
-            log_append_time_ms: info.log_append_time_ms,
-            record_errors: Vec::new(),
-        },
+        Ok(info) => {
+            let appended = PartitionProduceResult {
+                error_code: 0,
+                error_message: None,
+                base_offset: info.first_offset.0,
+                log_start_offset: info.log_start_offset.0,
+                log_append_time_ms: info.log_append_time_ms,
+                record_errors: Vec::new(),
+            };
+            if acks != -1 {
+                return appended;
+            }
+            let needed = log.log_end_offset();
+            // The writer's drop moves the high watermark as far as the ISR allows.
+            drop(log);
+            match wait_for_isr(&partition, needed, min_isr, timeout_ms).await {
+                Ok(()) => appended,
+                Err((code, message)) => PartitionProduceResult {
+                    error_code: code.code(),
+                    error_message: Some(message),
+                    ..appended
+                },
+            }
+        }
         Err(e) => {
             tracing::info!(%tp, error = %e, "produce rejected");
             let (message, record_errors) = match &e {
@@ -136,6 +175,64 @@ pub async fn append_on_owner(
     }
 }
 
+/// Kafka's delayed produce: waits until the high watermark reaches `needed` (the ISR
+/// has every record below it), this broker stops leading, or `timeout_ms` passes.
+async fn wait_for_isr(
+    partition: &crate::partition::Partition,
+    needed: crate::types::Offset,
+    min_isr: usize,
+    timeout_ms: i32,
+) -> Result<(), (ResponseError, String)> {
+    let deadline =
+        std::time::Instant::now() + std::time::Duration::from_millis(timeout_ms.max(0) as u64);
+    let tp = partition.topic_partition().clone();
+    loop {
+        let listener = partition.listen();
+        if !partition.is_leader() {
+            return Err((
+                ResponseError::NotLeaderOrFollower,
+                format!("this broker stopped leading {tp} before the ISR had the records"),
+            ));
+        }
+        let hw = match partition.read().await {
+            Ok(log) => log.high_watermark(),
+            Err(_) => {
+                return Err((
+                    ResponseError::NotLeaderOrFollower,
+                    format!("{tp} was closed"),
+                ))
+            }
+        };
+        if hw >= needed {
+            let isr = partition.leadership().isr.len();
+            if isr < min_isr {
+                return Err((
+                    ResponseError::NotEnoughReplicasAfterAppend,
+                    format!("{tp} has {isr} in-sync replicas after the append; min.insync.replicas is {min_isr}"),
+                ));
+            }
+            return Ok(());
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err((
+                ResponseError::RequestTimedOut,
+                format!("the ISR of {tp} did not reach offset {} in time", needed.0),
+            ));
+        }
+        // Leadership changes move nothing the listener sees: look again at least every
+        // 100 ms.
+        let wait = left.min(std::time::Duration::from_millis(100));
+        futures_lite::future::or(
+            async {
+                listener.await;
+            },
+            glommio::timer::sleep(wait),
+        )
+        .await;
+    }
+}
+
 /// (slot in the response, partition, record set, leader epoch).
 type PartitionWork = ((usize, usize), (TopicPartition, Option<Bytes>));
 
@@ -145,6 +242,7 @@ pub async fn handle(
     version: i16,
 ) -> Option<ProduceResponse> {
     let image = ctx.metadata.load();
+    let (acks, timeout_ms) = (request.acks, request.timeout_ms);
     // (topic index, partition index) -> result; work grouped by owning shard.
     let mut results: BTreeMap<(usize, usize), PartitionProduceResult> = BTreeMap::new();
     let mut per_shard: BTreeMap<usize, Vec<PartitionWork>> = BTreeMap::new();
@@ -176,7 +274,12 @@ pub async fn handle(
         let ctx = Rc::clone(ctx);
         async move {
             let (keys, partitions): (Vec<(usize, usize)>, Vec<_>) = work.into_iter().unzip();
-            match ctx.ask(shard, ShardRequest::Produce { partitions }).await {
+            let request = ShardRequest::Produce {
+                partitions,
+                acks,
+                timeout_ms,
+            };
+            match ctx.ask(shard, request).await {
                 Ok(ShardReply::Produced(out)) => keys.into_iter().zip(out).collect::<Vec<_>>(),
                 _ => keys
                     .into_iter()

@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod mirror;
+pub mod replica;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

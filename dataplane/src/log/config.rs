@@ -44,6 +44,12 @@ pub struct LogConfig {
     /// `message.timestamp.type=LogAppendTime`: a leader append stamps the append time
     /// into each batch (Kafka's LogAppendTime; the CRC is recomputed).
     pub log_append_time: bool,
+    /// `min.insync.replicas`: an acks=all produce needs at least this many in-sync
+    /// replicas (NOT_ENOUGH_REPLICAS otherwise).
+    pub min_insync_replicas: i32,
+    /// `unclean.leader.election.enable`: with no in-sync replica left, a replica out of
+    /// the ISR may lead (losing what it lacks).
+    pub unclean_leader_election: bool,
     /// Broker-wide `log.direct.io` (no topic-level key): `.log` appends bypass the page
     /// cache with O_DIRECT. See `LogSegment`.
     pub direct_io: bool,
@@ -69,6 +75,8 @@ impl Default for LogConfig {
             min_cleanable_dirty_ratio: Ratio::from_f64(0.5),
             compression: TopicCompression::Producer,
             log_append_time: false,
+            min_insync_replicas: 1,
+            unclean_leader_election: false,
             direct_io: false,
         }
     }
@@ -119,6 +127,7 @@ pub const TOPIC_CONFIG_NAMES: &[&str] = &[
     "retention.ms",
     "segment.bytes",
     "segment.ms",
+    "unclean.leader.election.enable",
 ];
 
 /// Parses an integer config; the error is Kafka's (`ConfigDef.parseType`). `_what`
@@ -246,7 +255,22 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
             };
         }
         "min.insync.replicas" => {
-            parse_int::<i32>(name, value, "a positive integer")?;
+            let v: i32 = parse_int(name, value, "a positive integer")?;
+            if v < 1 {
+                return Err(at_least(name, value, 1));
+            }
+            log.min_insync_replicas = v;
+        }
+        "unclean.leader.election.enable" => {
+            log.unclean_leader_election = match value.trim().to_ascii_lowercase().as_str() {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(format!(
+                        "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+                    ))
+                }
+            };
         }
         // Kafka's other topic configs (and two that Kafka 4 removed): checked by type,
         // stored and described, no effect on the log yet (kafka_configs.rs).
@@ -287,6 +311,11 @@ pub const BROKER_TOPIC_DEFAULTS: &[(&str, &str, i64)] = &[
     ("message.max.bytes", "max.message.bytes", 1),
     ("log.message.timestamp.type", "message.timestamp.type", 1),
     ("min.insync.replicas", "min.insync.replicas", 1),
+    (
+        "unclean.leader.election.enable",
+        "unclean.leader.election.enable",
+        1,
+    ),
     ("log.retention.bytes", "retention.bytes", 1),
     ("log.retention.ms", "retention.ms", 1),
     ("log.retention.minutes", "retention.ms", 60_000),
@@ -381,11 +410,15 @@ pub fn describe_topic_config(log: &LogConfig) -> Vec<(&'static str, String)> {
             }
             .to_string(),
         ),
-        ("min.insync.replicas", "1".to_string()),
+        ("min.insync.replicas", log.min_insync_replicas.to_string()),
         ("retention.bytes", log.retention_bytes.to_string()),
         ("retention.ms", log.retention_ms.to_string()),
         ("segment.bytes", log.segment_bytes.to_string()),
         ("segment.ms", log.segment_ms.to_string()),
+        (
+            "unclean.leader.election.enable",
+            log.unclean_leader_election.to_string(),
+        ),
     ]
 }
 

@@ -20,8 +20,8 @@ use futures::channel::oneshot;
 use crate::controller::ControllerHandle;
 use crate::log::{LogConfig, LogError, PartitionLog};
 use crate::metadata::MetadataCell;
-use crate::partition::Partition;
-use crate::types::{LeaderEpoch, TopicPartition};
+use crate::partition::{Leadership, Partition};
+use crate::types::TopicPartition;
 
 pub mod request;
 pub use request::{MirrorObservation, ShardReply, ShardRequest, ShardRequestError, StoredRecord};
@@ -108,6 +108,8 @@ pub struct ShardSettings {
     pub num_partitions: i32,
     pub log_retention_check_interval_ms: u64,
     pub default_log_config: LogConfig,
+    /// `replica.*`: how followers fetch and when they leave the ISR.
+    pub replication: crate::fetcher::replica::ReplicationConfig,
     /// `log.cleaner.*`.
     pub cleaner: crate::log::cleaner::CleanerConfig,
     /// `offsets.topic.segment.bytes` and `transaction.state.log.segment.bytes`: the
@@ -141,6 +143,8 @@ pub struct ShardCtx {
     mirror: std::cell::OnceCell<Arc<dyn crate::controller::MirrorHandle>>,
     /// Mirror fetchers of the partitions this shard owns.
     pub mirror_fetchers: crate::fetcher::MirrorFetcherManager,
+    /// Replica fetchers of the partitions this shard follows, by leader.
+    pub replica_fetchers: crate::fetcher::replica::ReplicaFetchers,
     /// The log cleaner's counters and per-partition state.
     pub cleaner: crate::log::cleaner::CleanerState,
 }
@@ -172,6 +176,7 @@ impl ShardCtx {
             txn_runtime: std::cell::OnceCell::new(),
             mirror: std::cell::OnceCell::new(),
             mirror_fetchers: crate::fetcher::MirrorFetcherManager::default(),
+            replica_fetchers: Default::default(),
             cleaner: crate::log::cleaner::CleanerState::default(),
         })
     }
@@ -226,18 +231,19 @@ impl ShardCtx {
         self.partitions.borrow().len()
     }
 
-    /// Opens (creating or recovering) the log of a partition this shard owns, led at
-    /// `leader_epoch`. Idempotent (an open partition only takes a newer epoch).
+    /// Opens (creating or recovering) the log of a partition this shard owns, led and
+    /// followed as `leadership` says. Idempotent (an open partition only takes a newer
+    /// leadership).
     pub async fn open_partition(
-        &self,
+        self: &Rc<Self>,
         tp: TopicPartition,
         topic_id: uuid::Uuid,
         config: LogConfig,
-        leader_epoch: LeaderEpoch,
+        leadership: Leadership,
     ) -> Result<(), LogError> {
         let _permit = self.opening.acquire_permit(1).await.ok();
-        if let Some(open) = self.partition(&tp) {
-            open.make_leader(leader_epoch);
+        if self.partition(&tp).is_some() {
+            self.set_leadership(&tp, leadership);
             return Ok(());
         }
         let log = PartitionLog::open(
@@ -248,11 +254,36 @@ impl ShardCtx {
             now_ms(),
         )
         .await?;
+        let node_id = self.metadata.load().node_id;
+        let partition = Partition::with_leadership(tp.clone(), log, node_id, leadership, now_ms());
         self.partitions
             .borrow_mut()
             .entry(tp.clone())
-            .or_insert_with(|| Rc::new(Partition::new(tp, log, leader_epoch)));
+            .or_insert_with(|| Rc::new(partition));
+        if let Some(p) = self.partition(&tp) {
+            crate::fetcher::replica::ReplicaFetchers::follow(self, &tp, &p.leadership());
+        }
         Ok(())
+    }
+
+    /// The controller committed `leadership` for `tp`: the partition takes it (if newer)
+    /// and is followed from its leader, or from no one when this node leads.
+    pub fn set_leadership(self: &Rc<Self>, tp: &TopicPartition, leadership: Leadership) {
+        let Some(p) = self.partition(tp) else {
+            return;
+        };
+        if p.set_leadership(leadership, now_ms()) {
+            let now = p.leadership();
+            tracing::debug!(%tp, leader = now.leader, epoch = now.leader_epoch.0, isr = ?now.isr, "leadership changed");
+            // A smaller ISR can move the high watermark (and so complete produces
+            // waiting for acks=all): the writer's drop works it out.
+            let moved = Rc::clone(&p);
+            glommio::spawn_local(async move {
+                drop(moved.write().await);
+            })
+            .detach();
+        }
+        crate::fetcher::replica::ReplicaFetchers::follow(self, tp, &p.leadership());
     }
 
     /// Deletes a partition's log and directory.

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use super::{ShardCtx, ShardGone, ShardRouter};
 use crate::fetcher::{self, MirrorFetchConfig, MirrorFetcherManager, MirrorPartitionStatus};
 use crate::log::LogConfig;
-use crate::types::{LeaderEpoch, TopicPartition};
+use crate::types::TopicPartition;
 use crate::wire::mirror::MirrorPartitionState;
 
 /// A request to the shard that owns the partitions it names.
@@ -25,13 +25,14 @@ pub enum ShardRequest {
         tp: TopicPartition,
         topic_id: uuid::Uuid,
         config: LogConfig,
-        leader_epoch: LeaderEpoch,
+        leadership: crate::partition::Leadership,
     },
-    /// The controller committed a new leader epoch for the partition (Kafka's
-    /// `makeLeader`): leader appends are stamped with it from now on.
-    MakeLeader {
+    /// The controller committed a new leader, leader epoch or ISR for the partition
+    /// (Kafka's LeaderAndIsr: `makeLeader` / `makeFollower`): as leader, appends are
+    /// stamped with the epoch from now on; as follower, it fetches from the leader.
+    SetLeadership {
         tp: TopicPartition,
-        leader_epoch: LeaderEpoch,
+        leadership: crate::partition::Leadership,
     },
     /// Delete a partition: its fetcher first, then its log and directory.
     DeletePartition { tp: TopicPartition },
@@ -83,6 +84,9 @@ pub enum ShardRequest {
     /// Produce: each partition's records appended as leader, concurrently.
     Produce {
         partitions: Vec<(TopicPartition, Option<Bytes>)>,
+        /// The request's acks (-1: wait for the ISR) and timeout.
+        acks: i16,
+        timeout_ms: i32,
     },
     /// Fetch: each partition read from its position, with a listener taken before the
     /// read for the long poll.
@@ -291,25 +295,24 @@ pub async fn serve(
             tp,
             topic_id,
             config,
-            leader_epoch,
+            leadership,
         } => ctx
-            .open_partition(tp, topic_id, config, leader_epoch)
+            .open_partition(tp, topic_id, config, leadership)
             .await
             .map(|()| ShardReply::Done)
             .map_err(|e| ShardRequestError::log(&e)),
-        R::MakeLeader { tp, leader_epoch } => {
-            let p = ctx
-                .partition(&tp)
-                .ok_or_else(|| ShardRequestError::NotOpen {
+        R::SetLeadership { tp, leadership } => {
+            if ctx.partition(&tp).is_none() {
+                return Err(ShardRequestError::NotOpen {
                     tp: tp.clone(),
                     shard: ctx.id,
-                })?;
-            if p.make_leader(leader_epoch) {
-                tracing::debug!(%tp, epoch = leader_epoch.0, "leader epoch moved");
+                });
             }
+            ctx.set_leadership(&tp, leadership);
             Ok(ShardReply::Done)
         }
         R::DeletePartition { tp } => {
+            ctx.replica_fetchers.unfollow(&tp);
             // Its fetcher goes with it (audit B-12): a fetcher keeps partitions by name
             // and would copy the source into a topic created later under the same name.
             MirrorFetcherManager::remove_partition(ctx, &tp).await;
@@ -412,11 +415,21 @@ pub async fn serve(
             crate::coordinator_log::append(ctx, &tp, batch).await?;
             Ok(ShardReply::Done)
         }
-        R::Produce { partitions } => {
+        R::Produce {
+            partitions,
+            acks,
+            timeout_ms,
+        } => {
             // Partitions append concurrently: each write is an io_uring round trip, and
             // different partitions' writes can be in flight together.
             let appends = partitions.into_iter().map(|(tp, records)| {
-                crate::api::produce::append_on_owner(std::rc::Rc::clone(ctx), tp, records)
+                crate::api::produce::append_on_owner(
+                    std::rc::Rc::clone(ctx),
+                    tp,
+                    records,
+                    acks,
+                    timeout_ms,
+                )
             });
             Ok(ShardReply::Produced(
                 futures::future::join_all(appends).await,

@@ -158,7 +158,7 @@ async fn shard_with(dir: &std::path::Path, batches: &[(i64, i32, i32)]) -> Rc<Sh
         tp(),
         uuid::Uuid::from_u128(7),
         LogConfig::default(),
-        crate::types::LeaderEpoch(0),
+        crate::partition::Leadership::alone(0, crate::types::LeaderEpoch(0)),
     )
     .await
     .expect("open");

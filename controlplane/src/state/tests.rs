@@ -1,0 +1,287 @@
+//! Replica placement, elections and ISR changes as the controller's state applies them.
+
+use super::*;
+
+fn settings(node_id: i32) -> NodeSettings {
+    NodeSettings {
+        cluster_id: "c".into(),
+        node_id,
+        advertised: "127.0.0.1:9092".parse().expect("addr"),
+        default_log_config: LogConfig::default(),
+        num_partitions: 1,
+        shard_count: 2,
+        mirror_state_partitions: 3,
+        rack: None,
+        default_replication_factor: 3,
+        internal_replication_factor: 3,
+        expected_brokers: 3,
+    }
+}
+
+fn register(state: &mut ControllerState, node: i32, rack: Option<&str>) {
+    state
+        .apply(&MetadataRecord::RegisterBroker {
+            node_id: node,
+            host: "127.0.0.1".into(),
+            port: 9092 + node,
+            rack: rack.map(str::to_string),
+        })
+        .expect("register");
+}
+
+fn cluster(nodes: i32) -> ControllerState {
+    let mut state = ControllerState::new(settings(0));
+    for n in 0..nodes {
+        register(&mut state, n, None);
+    }
+    state
+}
+
+fn create(state: &mut ControllerState, name: &str, partitions: i32, factor: i16) -> Vec<i16> {
+    let plan = state.plan(
+        &AdminRequest::CreateTopics {
+            topics: vec![NewTopic {
+                name: name.into(),
+                num_partitions: partitions,
+                replication_factor: factor,
+                assignments: Vec::new(),
+                configs: Vec::new(),
+            }],
+            validate_only: false,
+        },
+        &mut || uuid::Uuid::new_v4(),
+    );
+    for r in &plan.records {
+        state.apply(r).expect("apply");
+    }
+    match plan.response {
+        AdminResponse::Results(r) => r.iter().map(|r| r.error_code).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn partition(state: &ControllerState, name: &str, p: usize) -> PartitionImage {
+    state.topic(name).expect("topic").partitions[p].clone()
+}
+
+fn apply_all(state: &mut ControllerState, records: &[MetadataRecord]) {
+    for r in records {
+        state.apply(r).expect("apply");
+    }
+}
+
+#[test]
+fn replicas_spread_leaders_and_followers_over_every_broker() {
+    let brokers: Vec<(i32, Option<String>)> = (0..3).map(|b| (b, None)).collect();
+    let lists = assign_replicas(&brokers, "orders", 0, 6, 3);
+    assert_eq!(lists.len(), 6);
+    for l in &lists {
+        let distinct: BTreeSet<i32> = l.iter().copied().collect();
+        assert_eq!(distinct.len(), 3, "{l:?}");
+    }
+    let mut leaders = [0; 3];
+    for l in &lists {
+        leaders[l[0] as usize] += 1;
+    }
+    assert_eq!(leaders, [2, 2, 2], "leaders spread evenly: {lists:?}");
+    // Deterministic: the same plan wherever it is made.
+    assert_eq!(lists, assign_replicas(&brokers, "orders", 0, 6, 3));
+}
+
+#[test]
+fn with_racks_a_partitions_replicas_land_on_different_racks() {
+    let brokers = vec![
+        (0, Some("a".to_string())),
+        (1, Some("a".to_string())),
+        (2, Some("b".to_string())),
+        (3, Some("b".to_string())),
+    ];
+    for l in assign_replicas(&brokers, "t", 0, 8, 2) {
+        let racks: BTreeSet<&str> = l
+            .iter()
+            .map(|b| brokers[*b as usize].1.as_deref().unwrap_or(""))
+            .collect();
+        assert_eq!(racks.len(), 2, "{l:?}");
+    }
+}
+
+#[test]
+fn create_topics_places_the_replication_factor_and_refuses_more_than_the_brokers() {
+    let mut state = cluster(3);
+    assert_eq!(create(&mut state, "t", 4, -1), vec![0], "default factor 3");
+    let p = partition(&state, "t", 0);
+    assert_eq!(p.replicas.len(), 3);
+    assert_eq!(p.isr, p.replicas);
+    assert_eq!(p.leader, p.replicas[0]);
+    assert_eq!(
+        create(&mut state, "u", 1, 4),
+        vec![ResponseError::InvalidReplicationFactor.code()]
+    );
+    // A fenced broker takes no new replicas.
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: 2 })
+        .expect("fence");
+    assert_eq!(
+        create(&mut state, "v", 1, 3),
+        vec![ResponseError::InvalidReplicationFactor.code()]
+    );
+    assert_eq!(create(&mut state, "w", 2, 2), vec![0]);
+    assert!(partition(&state, "w", 0).replicas.iter().all(|r| *r != 2));
+}
+
+#[test]
+fn a_fenced_leader_is_replaced_by_the_next_in_sync_replica_at_a_new_epoch() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 1, 3);
+    let before = partition(&state, "t", 0);
+    let leader = before.leader;
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: leader })
+        .expect("fence");
+    let records = state.election_records();
+    assert_eq!(records.len(), 1);
+    apply_all(&mut state, &records);
+    let after = partition(&state, "t", 0);
+    assert_ne!(after.leader, leader);
+    assert!(before.isr.contains(&after.leader));
+    assert!(!after.isr.contains(&leader));
+    assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    assert!(state.election_records().is_empty(), "settled");
+    // The old leader comes back: it is not in the ISR, so it does not lead; its leader
+    // adds it to the ISR once it caught up (AlterPartition).
+    state
+        .apply(&MetadataRecord::UnfenceBroker { node_id: leader })
+        .expect("unfence");
+    assert!(state.election_records().is_empty());
+}
+
+#[test]
+fn with_no_live_in_sync_replica_the_partition_is_offline_until_one_returns() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 1, 3);
+    let p = partition(&state, "t", 0);
+    let topic_id = state.topic("t").expect("t").id;
+    // The ISR shrinks to the leader alone, then the leader goes.
+    apply_all(
+        &mut state,
+        &[MetadataRecord::AlterPartition {
+            topic_id,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            isr: vec![p.leader],
+        }],
+    );
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: p.leader })
+        .expect("fence");
+    let records = state.election_records();
+    apply_all(&mut state, &records);
+    let offline = partition(&state, "t", 0);
+    assert_eq!(offline.leader, -1, "no clean candidate");
+    assert_eq!(
+        offline.isr,
+        vec![p.leader],
+        "the last in-sync replica is kept"
+    );
+    // It comes back and leads again, cleanly.
+    state
+        .apply(&MetadataRecord::UnfenceBroker { node_id: p.leader })
+        .expect("unfence");
+    let records = state.election_records();
+    apply_all(&mut state, &records);
+    assert_eq!(partition(&state, "t", 0).leader, p.leader);
+}
+
+#[test]
+fn unclean_election_takes_a_live_replica_out_of_the_isr_only_when_enabled() {
+    let shrunk = PartitionImage {
+        partition: 0,
+        leader: 0,
+        leader_epoch: 4,
+        partition_epoch: 9,
+        replicas: vec![0, 1, 2],
+        isr: vec![0],
+        shard: 0,
+    };
+    let live = |b: i32| b != 0;
+    let clean = elect(&shrunk, live, false).expect("changes");
+    assert_eq!((clean.leader, clean.isr.clone()), (-1, vec![0]));
+    let unclean = elect(&shrunk, live, true).expect("changes");
+    assert_eq!((unclean.leader, unclean.isr.clone()), (1, vec![1]));
+    assert_eq!(unclean.leader_epoch, 5);
+    assert!(elect(&shrunk, |_| true, false).is_none(), "nothing to do");
+}
+
+#[test]
+fn alter_partition_applies_only_at_the_epochs_it_was_asked_at() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 1, 3);
+    let p = partition(&state, "t", 0);
+    let topic_id = state.topic("t").expect("t").id;
+    let shrink = |isr: Vec<i32>, partition_epoch: i32| MetadataRecord::AlterPartition {
+        topic_id,
+        partition: 0,
+        leader_epoch: p.leader_epoch,
+        partition_epoch,
+        isr,
+    };
+    let follower = p.replicas[2];
+    let without: Vec<i32> = p.isr.iter().copied().filter(|r| *r != follower).collect();
+    apply_all(&mut state, &[shrink(without.clone(), p.partition_epoch)]);
+    let after = partition(&state, "t", 0);
+    assert_eq!(after.isr, without);
+    assert_eq!(after.partition_epoch, p.partition_epoch + 1);
+    // The same request again (stale partition epoch) changes nothing.
+    apply_all(&mut state, &[shrink(vec![p.leader], p.partition_epoch)]);
+    assert_eq!(partition(&state, "t", 0).isr, without);
+    // An ISR without the leader, or with a fenced broker, is refused.
+    apply_all(
+        &mut state,
+        &[shrink(vec![p.replicas[1]], after.partition_epoch)],
+    );
+    assert_eq!(partition(&state, "t", 0).isr, without);
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: follower })
+        .expect("fence");
+    apply_all(
+        &mut state,
+        &[shrink(p.replicas.clone(), after.partition_epoch)],
+    );
+    assert_eq!(partition(&state, "t", 0).isr, without);
+}
+
+#[test]
+fn a_controlled_shutdown_moves_leadership_and_a_new_registration_ends_it() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 6, 3);
+    state
+        .apply(&MetadataRecord::ControlledShutdown { node_id: 1 })
+        .expect("shutdown");
+    let records = state.election_records();
+    apply_all(&mut state, &records);
+    let t = state.topic("t").expect("t");
+    assert!(t
+        .partitions
+        .iter()
+        .all(|p| p.leader != 1 && !p.isr.contains(&1)));
+    assert!(state.image().fenced.contains(&1));
+    register(&mut state, 1, None);
+    assert!(!state.image().fenced.contains(&1));
+}
+
+#[test]
+fn snapshot_records_keep_replicas_isr_and_broker_states() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 2, 3);
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: 2 })
+        .expect("fence");
+    let records = state.election_records();
+    apply_all(&mut state, &records);
+    let mut again = ControllerState::new(settings(0));
+    apply_all(&mut again, &state.image_records());
+    assert_eq!(again.image().topics, state.image().topics);
+    assert_eq!(again.brokers(), state.brokers());
+}
