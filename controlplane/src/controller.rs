@@ -458,6 +458,65 @@ impl<P: PartitionOps> Controller<P> {
         changed
     }
 
+    /// A quorum member that does not lead handles a request the way KIP-590's
+    /// forwarding does, through the quorum rather than a second RPC: it plans the change
+    /// against its own (caught-up) state and proposes it behind a
+    /// [`MetadataRecord::Guard`], which applies it only if nothing else committed in
+    /// between. It then waits for the guard's outcome: applied, the plan's answer is the
+    /// answer (the shard work already ran as for any committed change); skipped, it
+    /// plans again. Clients never see NOT_CONTROLLER while the quorum has a leader.
+    fn forward(&mut self, request: &AdminRequest) -> AdminResponse {
+        const ATTEMPTS: usize = 8;
+        const WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+        for _ in 0..ATTEMPTS {
+            self.catch_up();
+            let plan = self.state.plan(request, &mut *self.new_topic_id);
+            if plan.records.is_empty() {
+                // Refused, or nothing to change: answered from the state as it is.
+                log_outcome(request, &plan.response);
+                return plan.response;
+            }
+            let nonce = loop {
+                let n = uuid::Uuid::new_v4().as_u64_pair().0;
+                if self.state.guard_outcome(n).is_none() {
+                    break n;
+                }
+            };
+            let mut batch = Vec::with_capacity(plan.records.len() + 1);
+            batch.push(MetadataRecord::Guard {
+                nonce,
+                expected_applied: self.state.applied(),
+                records: u32::try_from(plan.records.len()).unwrap_or(u32::MAX),
+            });
+            batch.extend(plan.records.iter().cloned());
+            if let Err(e) = self.journal.propose_forwarded(&batch) {
+                return AdminResponse::Failed {
+                    error_code: ResponseError::KafkaStorageError.code(),
+                    message: format!("could not forward the metadata change: {e}"),
+                };
+            }
+            let started = std::time::Instant::now();
+            while started.elapsed() < WAIT {
+                self.catch_up();
+                match self.state.guard_outcome(nonce) {
+                    Some(true) => {
+                        log_outcome(request, &plan.response);
+                        return plan.response;
+                    }
+                    Some(false) => break,
+                    None => std::thread::sleep(std::time::Duration::from_millis(5)),
+                }
+            }
+        }
+        AdminResponse::Failed {
+            error_code: ResponseError::RequestTimedOut.code(),
+            message: match self.journal.leader() {
+                Some(n) => format!("the change forwarded to the active controller (node {n}) did not commit in time"),
+                None => "there is no active controller right now".to_string(),
+            },
+        }
+    }
+
     /// Commits records this controller decided on its own (no request to answer),
     /// applies them and runs their shard work.
     fn commit_own(&mut self, records: Vec<MetadataRecord>) -> bool {
@@ -499,22 +558,19 @@ impl<P: PartitionOps> Controller<P> {
             }
             return AdminResponse::Results(Vec::new());
         }
+        if self.journal.in_quorum() && self.journal.leader() != Some(self.state.settings().node_id)
+        {
+            return self.forward(request);
+        }
         let plan = self.state.plan(request, &mut *self.new_topic_id);
         // The published image is the state's: what it was before this change.
         let before = self.metadata.load();
         if !plan.records.is_empty() {
             match self.journal.append(&plan.records) {
                 Ok(()) => {}
-                Err(JournalError::NotLeader(active)) => {
-                    return AdminResponse::Failed {
-                        error_code: ResponseError::NotController.code(),
-                        message: match active {
-                            Some(n) => {
-                                format!("this node is not the active controller; node {n} is")
-                            }
-                            None => "there is no active controller right now".to_string(),
-                        },
-                    };
+                Err(JournalError::NotLeader(_)) => {
+                    // Lost the lead since the check: forward instead.
+                    return self.forward(request);
                 }
                 Err(e) => {
                     return AdminResponse::Failed {

@@ -40,6 +40,7 @@ const KIND_ALTER_PARTITION: u8 = 9;
 const KIND_FENCE_BROKER: u8 = 10;
 const KIND_UNFENCE_BROKER: u8 = 11;
 const KIND_CONTROLLED_SHUTDOWN: u8 = 12;
+const KIND_GUARD: u8 = 13;
 /// Longest replica list a partition record may carry.
 const REPLICAS_MAX: usize = 1024;
 
@@ -98,6 +99,16 @@ pub enum MetadataRecord {
     UnfenceBroker { node_id: i32 },
     /// A broker asked to shut down: its leaderships move away before it exits.
     ControlledShutdown { node_id: i32 },
+    /// The next `records` records apply only if the metadata has applied exactly
+    /// `expected_applied` records when this one is reached (nothing committed since the
+    /// change was planned); otherwise they are skipped. How a controller that does not
+    /// lead forwards a planned change through the quorum (KIP-590's forwarding): `nonce`
+    /// tells it whether its change took.
+    Guard {
+        nonce: u64,
+        expected_applied: u64,
+        records: u32,
+    },
     /// A config was set (`Some`) or removed (`None`).
     Config {
         resource_type: ConfigResourceType,
@@ -224,6 +235,16 @@ impl MetadataRecord {
                 out.extend_from_slice(&[KIND_CONTROLLED_SHUTDOWN, RECORD_VERSION, flags]);
                 out.extend_from_slice(&node_id.to_be_bytes());
             }
+            MetadataRecord::Guard {
+                nonce,
+                expected_applied,
+                records,
+            } => {
+                out.extend_from_slice(&[KIND_GUARD, RECORD_VERSION, flags]);
+                out.extend_from_slice(&nonce.to_be_bytes());
+                out.extend_from_slice(&expected_applied.to_be_bytes());
+                out.extend_from_slice(&records.to_be_bytes());
+            }
             MetadataRecord::Config {
                 resource_type,
                 resource_name,
@@ -328,6 +349,11 @@ impl MetadataRecord {
             KIND_FENCE_BROKER => MetadataRecord::FenceBroker { node_id: r.i32()? },
             KIND_UNFENCE_BROKER => MetadataRecord::UnfenceBroker { node_id: r.i32()? },
             KIND_CONTROLLED_SHUTDOWN => MetadataRecord::ControlledShutdown { node_id: r.i32()? },
+            KIND_GUARD => MetadataRecord::Guard {
+                nonce: r.i64()? as u64,
+                expected_applied: r.i64()? as u64,
+                records: r.u32()?,
+            },
             KIND_CONFIG => {
                 let code = r.u8()?;
                 let resource_type = ConfigResourceType::from_code(code)
@@ -676,6 +702,11 @@ mod tests {
             MetadataRecord::FenceBroker { node_id: 1 },
             MetadataRecord::UnfenceBroker { node_id: 1 },
             MetadataRecord::ControlledShutdown { node_id: 0 },
+            MetadataRecord::Guard {
+                nonce: u64::MAX - 3,
+                expected_applied: 1 << 40,
+                records: 7,
+            },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,
                 resource_name: "orders".into(),

@@ -261,7 +261,15 @@ pub struct ControllerState {
     brokers: BTreeMap<i32, BrokerInfo>,
     /// Records applied so far.
     applied: u64,
+    /// Records still to skip after a [`MetadataRecord::Guard`] that did not hold.
+    skipping: u32,
+    /// The latest guards' outcomes (nonce, held), newest last.
+    guards: std::collections::VecDeque<(u64, bool)>,
 }
+
+/// How many guard outcomes are remembered (a forwarding controller looks for its own
+/// within seconds).
+const GUARDS_KEPT: usize = 256;
 
 fn err_code(e: ResponseError) -> i16 {
     e.code()
@@ -278,6 +286,8 @@ impl ControllerState {
             next_producer_id: 0,
             brokers: BTreeMap::new(),
             applied: 0,
+            skipping: 0,
+            guards: std::collections::VecDeque::new(),
         }
     }
 
@@ -546,13 +556,43 @@ impl ControllerState {
         out
     }
 
+    /// Whether the guarded change with `nonce` took (`None`: not committed yet, or long
+    /// ago).
+    pub fn guard_outcome(&self, nonce: u64) -> Option<bool> {
+        self.guards
+            .iter()
+            .rev()
+            .find(|(n, _)| *n == nonce)
+            .map(|(_, held)| *held)
+    }
+
     /// Applies one committed record.
     pub fn apply(&mut self, record: &MetadataRecord) -> Result<(), StateError> {
         let fail = |reason: String| StateError {
             record: Box::new(record.clone()),
             reason,
         };
+        if self.skipping > 0 {
+            // Behind a guard that did not hold: counted, not applied.
+            self.skipping -= 1;
+            self.applied += 1;
+            return Ok(());
+        }
         match record {
+            MetadataRecord::Guard {
+                nonce,
+                expected_applied,
+                records,
+            } => {
+                let held = self.applied == *expected_applied;
+                if !held {
+                    self.skipping = *records;
+                }
+                self.guards.push_back((*nonce, held));
+                if self.guards.len() > GUARDS_KEPT {
+                    self.guards.pop_front();
+                }
+            }
             MetadataRecord::Topic { name, id } => {
                 if self.topics.contains_key(name) {
                     return Err(fail(format!("topic {name} already exists")));

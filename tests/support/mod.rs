@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod netns;
 
 use std::fs;
 use std::io::{Read, Write};
@@ -97,6 +98,10 @@ pub fn skip_if(reason: Option<String>, test: &str) -> bool {
 pub struct Broker {
     dir: tempfile::TempDir,
     pub port: u16,
+    /// The address it listens on (127.0.0.1, or its network namespace's).
+    host: std::net::IpAddr,
+    /// The network namespace it runs in (`ip netns exec`), if any.
+    netns: Option<String>,
     config: Option<PathBuf>,
     child: Option<Child>,
     /// Starts so far; names the log file of each incarnation.
@@ -112,8 +117,35 @@ impl Broker {
         Broker::start_prepared(config_toml, |_| {})
     }
 
+    /// [`Broker::start`] on `host:port`, inside network namespace `netns` when given
+    /// (cluster tests: a node that can be cut off, not only killed).
+    pub fn start_at(
+        config_toml: &str,
+        host: std::net::IpAddr,
+        port: u16,
+        netns: Option<String>,
+    ) -> Broker {
+        Broker::start_with(config_toml, |_| {}, host, Some(port), netns)
+    }
+
     /// [`Broker::start`] after `prepare` ran on the (empty) data directory.
     pub fn start_prepared(config_toml: &str, prepare: impl FnOnce(&Path)) -> Broker {
+        Broker::start_with(
+            config_toml,
+            prepare,
+            std::net::IpAddr::from([127, 0, 0, 1]),
+            None,
+            None,
+        )
+    }
+
+    fn start_with(
+        config_toml: &str,
+        prepare: impl FnOnce(&Path),
+        host: std::net::IpAddr,
+        port: Option<u16>,
+        netns: Option<String>,
+    ) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("twinlog-clients-")
             .tempdir()
@@ -129,7 +161,9 @@ impl Broker {
         prepare(&dir.path().join("data"));
         let mut broker = Broker {
             dir,
-            port: free_port(),
+            port: port.unwrap_or_else(free_port),
+            host,
+            netns,
             config,
             child: None,
             starts: 0,
@@ -140,11 +174,11 @@ impl Broker {
     }
 
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.addr().to_string()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
+        SocketAddr::new(self.host, self.port)
     }
 
     pub fn dir(&self) -> &Path {
@@ -198,7 +232,16 @@ impl Broker {
         self.starts += 1;
         let log_path = self.log_path(self.starts);
         let log = fs::File::create(&log_path).expect("create broker log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_twinlog"));
+        let mut cmd = match &self.netns {
+            // `ip netns exec` execs the broker itself: the child is the broker.
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns])
+                    .arg(env!("CARGO_BIN_EXE_twinlog"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_twinlog")),
+        };
         cmd.arg("serve");
         if let Some(c) = &self.config {
             cmd.arg("--config").arg(c);
@@ -232,7 +275,10 @@ impl Broker {
                 self.child = None;
                 // Another process took the free port between the probe and the bind:
                 // try a new one (only possible before the first successful start).
-                if self.starts == 1 && self.log().contains("cannot listen on") {
+                if self.starts == 1
+                    && self.netns.is_none()
+                    && self.log().contains("cannot listen on")
+                {
                     eprintln!("[harness] port {} was taken; trying another", self.port);
                     self.port = free_port();
                     self.starts = 0;

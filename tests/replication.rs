@@ -1,0 +1,499 @@
+//! A three-node cluster (`process.roles = broker,controller`, one metadata quorum), each
+//! node in a network namespace of its own (`support::netns`; loopback and SIGSTOP where
+//! namespaces cannot be made), with replication factor 3:
+//!
+//! * the leader of a partition is SIGKILLed during acks=all idempotent production
+//!   (librdkafka): the producer moves to the new leader, every acknowledged record is
+//!   there exactly once at its acknowledged offset, nothing is duplicated, and once the
+//!   killed node is back and in sync every replica's log is byte-identical;
+//! * a follower cut off from the network leaves the ISR (`replica.lag.time.max.ms`), so
+//!   acks=all with `min.insync.replicas = 3` is refused with NOT_ENOUGH_REPLICAS while
+//!   acks=1 goes on; healed, it catches up, rejoins, and acks=all works again;
+//! * the active controller cut off: the other two elect a new one and admin requests go
+//!   on; healed, the old one follows the new metadata.
+//!
+//! Run alone: `cargo test -p twinlog --test replication` (as root for namespaces).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use support::netns::Net;
+use support::{
+    assert_success, missing_python_modules, run_python, skip_if, spawn_python, venv_python,
+    wait_child, Broker,
+};
+
+const KAFKA_PORT: u16 = 9092;
+const CONTROLLER_PORT: u16 = 9093;
+
+/// Partition -> (leader, ISR) as a node's Metadata has them.
+type Leaders = BTreeMap<i32, (i32, Vec<i32>)>;
+
+fn s(x: impl ToString) -> String {
+    x.to_string()
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn connect(bootstrap: &str) -> Option<dataplane::client::BlockingConnection> {
+    dataplane::client::BlockingConnection::connect(
+        bootstrap,
+        "replication-test",
+        Duration::from_secs(3),
+    )
+    .ok()
+}
+
+/// Three nodes sharing one quorum, on `net`.
+fn start_cluster(net: &Net, extra: &str) -> Vec<Option<Broker>> {
+    let ports: Vec<(u16, u16)> = (0..net.len())
+        .map(|i| (net.port(i, KAFKA_PORT), net.port(i, CONTROLLER_PORT)))
+        .collect();
+    let voters = (0..net.len())
+        .map(|i| format!("{i}@{}:{}", net.ip(i), ports[i].1))
+        .collect::<Vec<_>>()
+        .join(",");
+    // Started together: each waits for its own "ready", not for the others.
+    let handles: Vec<_> = (0..net.len())
+        .map(|i| {
+            let config = format!(
+                "\"node.id\" = {i}\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"{voters}\"\n\"offsets.topic.num.partitions\" = 3\n\"transaction.state.log.num.partitions\" = 3\n\"broker.session.timeout.ms\" = 3000\n\"replica.lag.time.max.ms\" = 3000\n\"num.partitions\" = 3\n\"default.replication.factor\" = 3\n{extra}"
+            );
+            let (host, port, ns) = (net.ip(i), ports[i].0, net.ns(i));
+            thread::spawn(move || Broker::start_at(&config, host, port, ns))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| Some(h.join().expect("node starts")))
+        .collect()
+}
+
+fn bootstrap_all(nodes: &[Option<Broker>]) -> String {
+    nodes
+        .iter()
+        .flatten()
+        .map(Broker::bootstrap)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// CreateTopics through any node (non-leaders forward), retried over elections.
+fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    let started = Instant::now();
+    loop {
+        for n in nodes.iter().flatten() {
+            let Some(mut c) = connect(&n.bootstrap()) else {
+                continue;
+            };
+            let req = CreateTopicsRequest::default()
+                .with_timeout_ms(10_000)
+                .with_topics(vec![CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(name.into())))
+                    .with_num_partitions(partitions)
+                    .with_replication_factor(3)
+                    .with_configs(
+                        configs
+                            .iter()
+                            .map(|(k, v)| {
+                                CreatableTopicConfig::default()
+                                    .with_name(StrBytes::from_string(k.to_string()))
+                                    .with_value(Some(StrBytes::from_string(v.to_string())))
+                            })
+                            .collect(),
+                    )]);
+            if let Ok(r) = c.send(&req, 5) {
+                match r.topics[0].error_code {
+                    0 | 36 => return,
+                    // Timed out, not the controller, or not every broker registered yet.
+                    7 | 38 | 41 => {}
+                    code => panic!(
+                        "CreateTopics {name}: {code} {:?}",
+                        r.topics[0].error_message
+                    ),
+                }
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{name} not created"
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Leaders and ISRs of `topic` as `node` answers Metadata (empty when it cannot).
+fn leaders(node: &Broker, topic: &str) -> Leaders {
+    let Some(mut c) = connect(&node.bootstrap()) else {
+        return Leaders::new();
+    };
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into())))),
+    ]));
+    let Ok(r) = c.send(&req, 12) else {
+        return Leaders::new();
+    };
+    r.topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .map(|p| {
+            (
+                p.partition_index,
+                (
+                    p.leader_id.0,
+                    p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// Waits until `node` shows every partition of `topic` led, with an ISR of `isr` nodes.
+fn wait_isr(node: &Broker, topic: &str, partitions: i32, isr: usize) -> Leaders {
+    let started = Instant::now();
+    loop {
+        let l = leaders(node, topic);
+        if l.len() == partitions as usize
+            && l.values().all(|(leader, i)| *leader >= 0 && i.len() == isr)
+        {
+            return l;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{topic} on {}: ISRs never reached {isr}: {l:?}\n{}",
+            node.bootstrap(),
+            node.log_tail(40)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A partition's records on one node: its `.log` files in offset order, concatenated.
+fn replica_bytes(data_dir: &Path, topic: &str, partition: i32) -> Vec<u8> {
+    let dir = data_dir.join(format!("{topic}-{partition}"));
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "log"))
+                .collect()
+        })
+        .unwrap_or_default();
+    logs.sort();
+    logs.iter()
+        .flat_map(|p| std::fs::read(p).unwrap_or_default())
+        .collect()
+}
+
+/// Waits until every replica of every partition of `topic` holds the same bytes (the
+/// followers caught up with the leader), and says how long they are.
+fn assert_replicas_identical(nodes: &[Option<Broker>], topic: &str, partitions: i32) {
+    for p in 0..partitions {
+        let started = Instant::now();
+        loop {
+            let copies: Vec<Vec<u8>> = nodes
+                .iter()
+                .flatten()
+                .map(|n| replica_bytes(&n.data_dir(), topic, p))
+                .collect();
+            if copies.windows(2).all(|w| w[0] == w[1]) && !copies[0].is_empty() {
+                eprintln!(
+                    "[replication] {topic}-{p}: {} replicas hold the same {} bytes",
+                    copies.len(),
+                    copies[0].len()
+                );
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "{topic}-{p}: replicas differ: sizes {:?}",
+                copies.iter().map(Vec::len).collect::<Vec<_>>()
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+fn read_logs(dir: &Path, name: &str) -> String {
+    let out = std::fs::read_to_string(dir.join(format!("{name}.stdout"))).unwrap_or_default();
+    let err = std::fs::read_to_string(dir.join(format!("{name}.stderr"))).unwrap_or_default();
+    let tail: Vec<&str> = err.lines().rev().take(40).collect();
+    format!(
+        "----- {name} stdout -----\n{out}\n----- {name} stderr (tail) -----\n{}",
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    )
+}
+
+#[test]
+fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "leader failover",
+    ) {
+        return;
+    }
+    let net = Net::new(3);
+    let mut nodes = start_cluster(&net, "\"min.insync.replicas\" = 2\n");
+    let topic = "failover";
+    create_topic(&nodes, topic, 3, &[]);
+    let first = nodes[0].as_ref().expect("node 0");
+    let before = wait_isr(first, topic, 3, 3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let acks = dir.path().join("acks");
+    let total = 30_000u32;
+    let a = [
+        s("--bootstrap"),
+        bootstrap_all(&nodes),
+        s("--topic"),
+        s(topic),
+        s("--count"),
+        s(total),
+        s("--partitions"),
+        s("3"),
+        s("--ack-file"),
+        acks.display().to_string(),
+        s("--rate"),
+        s("4000"),
+        s("--timeout"),
+        s("150"),
+    ];
+    let mut producer = spawn_python(&py, "ck_produce.py", &args(&a), dir.path(), "producer");
+    let started = Instant::now();
+    while count_lines(&acks) < 2_000 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no acknowledgements\n{}",
+            read_logs(dir.path(), "producer")
+        );
+        if let Ok(Some(st)) = producer.try_wait() {
+            panic!(
+                "producer exited with {st}\n{}",
+                read_logs(dir.path(), "producer")
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL the leader of partition 0 mid-stream.
+    let victim = before[&0].0 as usize;
+    let at_kill = count_lines(&acks);
+    let killed_at = Instant::now();
+    nodes[victim].as_mut().expect("victim").kill9();
+    eprintln!("[replication] SIGKILL of node {victim} (leader of {topic}-0) after {at_kill} acknowledgements");
+    // A new leader from the ISR, at a higher epoch, on the survivors.
+    let survivor = (0..3).find(|i| *i != victim).expect("survivor");
+    let moved = {
+        let n = nodes[survivor].as_ref().expect("survivor");
+        let started = Instant::now();
+        loop {
+            let l = leaders(n, topic);
+            if l.get(&0)
+                .is_some_and(|(leader, _)| *leader >= 0 && *leader != victim as i32)
+            {
+                break l;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no new leader for {topic}-0: {l:?}\n{}",
+                n.log_tail(40)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    };
+    eprintln!(
+        "[replication] {topic}-0 led by node {} {:?} after the SIGKILL",
+        moved[&0].0,
+        killed_at.elapsed()
+    );
+    let status = wait_child(&mut producer, Duration::from_secs(170));
+    let acked = count_lines(&acks);
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the producer did not get every record acknowledged across the failover ({acked} of {total}):\n{}",
+        read_logs(dir.path(), "producer")
+    );
+    // The killed node comes back, catches up and rejoins every ISR.
+    nodes[victim].as_mut().expect("victim").restart_after_stop();
+    wait_isr(nodes[victim].as_ref().expect("victim"), topic, 3, 3);
+    let check = [
+        s("--bootstrap"),
+        bootstrap_all(&nodes),
+        s("--topic"),
+        s(topic),
+        s("--partitions"),
+        s("3"),
+        s("--range"),
+        format!("0:{total}"),
+        s("--ack-file"),
+        acks.display().to_string(),
+    ];
+    let out = run_python(&py, "ck_check.py", &args(&check), Duration::from_secs(120));
+    assert_success(&out, nodes[survivor].as_ref().expect("survivor"));
+    assert_replicas_identical(&nodes, topic, 3);
+    for n in nodes.iter().flatten() {
+        n.assert_healthy();
+    }
+}
+
+/// One acks=`acks` produce of a record to partition 0 with kcat: its delivery error, if
+/// any.
+fn kcat_produce(nodes: &[Option<Broker>], topic: &str, acks: &str) -> Result<(), String> {
+    let out = support::run_command(
+        std::process::Command::new("kcat")
+            .args(["-P", "-b", &bootstrap_all(nodes), "-t", topic, "-p", "0"])
+            .args([
+                "-X",
+                &format!("acks={acks}"),
+                "-X",
+                "message.timeout.ms=5000",
+            ]),
+        Some(b"one record\n"),
+        Duration::from_secs(30),
+    );
+    if out.success() && !out.stderr.contains("ERROR") && !out.stderr.contains("failed") {
+        Ok(())
+    } else {
+        Err(out.describe())
+    }
+}
+
+#[test]
+fn a_cut_off_follower_leaves_the_isr_and_min_insync_replicas_is_enforced() {
+    if skip_if(support::missing_program("kcat"), "ISR shrink") {
+        return;
+    }
+    let net = Net::new(3);
+    let nodes = start_cluster(&net, "");
+    let topic = "isr";
+    create_topic(&nodes, topic, 1, &[("min.insync.replicas", "3")]);
+    let l = wait_isr(nodes[0].as_ref().expect("node 0"), topic, 1, 3);
+    let leader = l[&0].0 as usize;
+    kcat_produce(&nodes, topic, "all").expect("acks=all with a full ISR");
+    // Cut off a follower that is not the active controller (the quorum keeps its
+    // majority either way).
+    let follower = (0..3).find(|i| *i != leader).expect("a follower");
+    net.cut(follower, nodes[follower].as_ref().expect("follower"));
+    let leader_node = nodes[leader].as_ref().expect("leader");
+    wait_isr(leader_node, topic, 1, 2);
+    let others = |nodes: &[Option<Broker>]| -> String {
+        nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != follower)
+            .filter_map(|(_, n)| n.as_ref().map(Broker::bootstrap))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let produce_to = |acks: &str| {
+        support::run_command(
+            std::process::Command::new("kcat")
+                .args(["-P", "-b", &others(&nodes), "-t", topic, "-p", "0"])
+                .args([
+                    "-X",
+                    &format!("acks={acks}"),
+                    "-X",
+                    "message.timeout.ms=5000",
+                ])
+                // No retries: the broker's answer is what comes back.
+                .args(["-X", "message.send.max.retries=0"]),
+            Some(b"one record\n"),
+            Duration::from_secs(30),
+        )
+    };
+    let refused = produce_to("all");
+    assert!(
+        refused.stderr.contains("Not enough in-sync replicas")
+            || refused.stderr.contains("NOT_ENOUGH_REPLICAS"),
+        "acks=all with 2 of min.insync.replicas=3 in sync must be refused: {}",
+        refused.describe()
+    );
+    let ok = produce_to("1");
+    assert!(
+        ok.success() && !ok.stderr.contains("ERROR"),
+        "acks=1 goes on: {}",
+        ok.describe()
+    );
+    // Healed, the follower catches up and rejoins; acks=all works again.
+    net.heal(follower, nodes[follower].as_ref().expect("follower"));
+    wait_isr(leader_node, topic, 1, 3);
+    kcat_produce(&nodes, topic, "all").expect("acks=all after the follower rejoined");
+    assert_replicas_identical(&nodes, topic, 1);
+}
+
+#[test]
+fn a_cut_off_controller_is_replaced_and_admin_requests_go_on() {
+    let net = Net::new(3);
+    let nodes = start_cluster(&net, "");
+    create_topic(&nodes, "first", 1, &[]);
+    let n0 = nodes[0].as_ref().expect("node 0");
+    let active = controller_of(n0);
+    net.cut(active, nodes[active].as_ref().expect("active"));
+    let other = (0..3).find(|i| *i != active).expect("other");
+    let other_node = nodes[other].as_ref().expect("other");
+    let started = Instant::now();
+    let second = loop {
+        let c = controller_of(other_node);
+        if c != active {
+            break c;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no new controller after cutting off node {active}\n{}",
+            other_node.log_tail(40)
+        );
+        thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("[replication] node {active} cut off; node {second} is the controller now");
+    create_topic(std::slice::from_ref(&nodes[other]), "during-cut", 1, &[]);
+    net.heal(active, nodes[active].as_ref().expect("active"));
+    // The old controller follows the new metadata.
+    let old = nodes[active].as_ref().expect("old controller");
+    let started = Instant::now();
+    while leaders(old, "during-cut").is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "node {active} never learned of during-cut\n{}",
+            old.log_tail(40)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The active controller a node's Metadata names (waits for one).
+fn controller_of(node: &Broker) -> usize {
+    let started = Instant::now();
+    loop {
+        if let Some(mut c) = connect(&node.bootstrap()) {
+            if let Ok(r) = c.send(
+                &MetadataRequest::default().with_topics(Some(Vec::new())),
+                12,
+            ) {
+                if r.controller_id.0 >= 0 {
+                    return r.controller_id.0 as usize;
+                }
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no controller named by {}",
+            node.bootstrap()
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
