@@ -13,8 +13,9 @@ step() {
 
 # Stock Kafka clients the integration tests drive the broker with (python3-venv: for the
 # virtualenv below; Debian's python3 cannot create one without it), and Maven with a JDK
-# for Apache Kafka itself (scripts/kafka.sh).
-APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka python3-venv maven openjdk-17-jdk-headless)
+# for Apache Kafka itself (scripts/kafka.sh); iproute2 for the cluster tests' network
+# namespaces (`ip netns`).
+APT_PACKAGES=(kcat python3-confluent-kafka python3-kafka python3-venv maven openjdk-17-jdk-headless iproute2)
 
 # Current Python clients from PyPI, in the git-ignored virtualenv .venv; the tests run
 # <repo>/.venv/bin/python (nothing is exported or installed globally).
