@@ -107,6 +107,11 @@ pub struct BrokerConfig {
     pub broker_session_timeout_ms: u64,
     /// `replica.*`: followers' fetching and the ISR lag limit.
     pub replication: dataplane::fetcher::replica::ReplicationConfig,
+    /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds`,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub auto_leader_rebalance: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
+    pub leader_imbalance_per_broker_percentage: u32,
     /// `auto.create.topics.enable`: create a topic on Metadata for an unknown name.
     pub auto_create_topics_enable: bool,
     /// `listener.cpu.steering`: each shard's listener sets SO_INCOMING_CPU to its core,
@@ -217,6 +222,9 @@ impl Default for BrokerConfig {
             broker_rack: None,
             broker_session_timeout_ms: 9_000,
             replication: dataplane::fetcher::replica::ReplicationConfig::default(),
+            auto_leader_rebalance: true,
+            leader_imbalance_check_interval_seconds: 300,
+            leader_imbalance_per_broker_percentage: 10,
             auto_create_topics_enable: true,
             listener_cpu_steering: true,
             socket_request_max_bytes: 104_857_600,
@@ -261,6 +269,9 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "broker.session.timeout.ms",
     "min.insync.replicas",
     "unclean.leader.election.enable",
+    "auto.leader.rebalance.enable",
+    "leader.imbalance.check.interval.seconds",
+    "leader.imbalance.per.broker.percentage",
     "replica.lag.time.max.ms",
     "replica.fetch.max.bytes",
     "replica.fetch.response.max.bytes",
@@ -472,6 +483,20 @@ impl BrokerConfig {
                     },
                 )?;
             }
+        }
+        if let Some((k, v)) = get("auto.leader.rebalance.enable") {
+            self.auto_leader_rebalance = v.boolean(k)?;
+        }
+        if let Some((k, v)) = get("leader.imbalance.check.interval.seconds") {
+            self.leader_imbalance_check_interval_seconds = int_in(k, &v, POSITIVE_I32)? as u64;
+        }
+        if let Some((k, v)) = get("leader.imbalance.per.broker.percentage") {
+            let rule = IntRule {
+                min: 0,
+                max: 100,
+                expected: "a percentage from 0 to 100",
+            };
+            self.leader_imbalance_per_broker_percentage = int_in(k, &v, rule)? as u32;
         }
         if let Some((k, v)) = get("replica.lag.time.max.ms") {
             self.replication.lag_time_max_ms = int_in(k, &v, POSITIVE_I32)?;
@@ -1521,20 +1546,28 @@ mod tests {
     }
 
     #[test]
-    fn replication_factor_other_than_one_is_refused() {
-        for bad in ["3", "0", "-1", "\"two\""] {
+    fn replication_settings_are_read_and_checked() {
+        for bad in ["0", "-1", "\"two\""] {
             let e = parse_err(&format!("default.replication.factor = {bad}"));
             assert!(
-                e.to_string().starts_with(
-                    "config key `default.replication.factor`: expected 1 (a single-node"
-                ),
+                e.to_string()
+                    .starts_with("config key `default.replication.factor`: expected a replication factor"),
                 "{e}"
             );
         }
-        assert_eq!(
-            parse("default.replication.factor = \"1\"").default_replication_factor,
-            1
+        let c = parse(
+            "default.replication.factor = \"3\"\n\"transaction.state.log.replication.factor\" = 2\n\"broker.rack\" = \"r1\"\n\"broker.session.timeout.ms\" = 3000\n\"replica.lag.time.max.ms\" = 4000\n\"min.insync.replicas\" = 2\n\"unclean.leader.election.enable\" = true\n\"auto.leader.rebalance.enable\" = false\n",
         );
+        assert_eq!(c.default_replication_factor, 3);
+        assert_eq!(c.offsets_topic_replication_factor, 2);
+        assert_eq!(c.broker_rack.as_deref(), Some("r1"));
+        assert_eq!(c.broker_session_timeout_ms, 3000);
+        assert_eq!(c.replication.lag_time_max_ms, 4000);
+        assert_eq!(c.log.min_insync_replicas, 2);
+        assert!(c.log.unclean_leader_election);
+        assert!(!c.auto_leader_rebalance);
+        let e = parse_err("\"min.insync.replicas\" = 0");
+        assert!(e.to_string().contains("min.insync.replicas"), "{e}");
     }
 
     #[test]

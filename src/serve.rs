@@ -199,6 +199,11 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                 internal_replication_factor: config.offsets_topic_replication_factor,
                 session_timeout_ms: config.broker_session_timeout_ms,
                 expected_brokers: config.quorum_voters.len().max(1),
+                auto_leader_rebalance: config.auto_leader_rebalance,
+                leader_imbalance_check_ms: config
+                    .leader_imbalance_check_interval_seconds
+                    .saturating_mul(1000),
+                leader_imbalance_percentage: config.leader_imbalance_per_broker_percentage,
             },
             quorum: (config.quorum_voters.len() > 1).then(|| {
                 let voters = config

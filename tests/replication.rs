@@ -10,7 +10,11 @@
 //!   acks=all with `min.insync.replicas = 3` is refused with NOT_ENOUGH_REPLICAS while
 //!   acks=1 goes on; healed, it catches up, rejoins, and acks=all works again;
 //! * the active controller cut off: the other two elect a new one and admin requests go
-//!   on; healed, the old one follows the new metadata.
+//!   on; healed, the old one follows the new metadata;
+//! * a rolling restart (SIGTERM, so each node moves its leaderships away first) of all
+//!   three nodes under acks=all load loses no acknowledged record;
+//! * a topic on one node grows to three replicas with `kafka-reassign-partitions`, and
+//!   `kafka-leader-election` gives its partitions back to their preferred leaders.
 //!
 //! Run alone: `cargo test -p twinlog --test replication` (as root for namespaces).
 
@@ -275,6 +279,35 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
         s("150"),
     ];
     let mut producer = spawn_python(&py, "ck_produce.py", &args(&a), dir.path(), "producer");
+    // The Java producer on a topic of its own, through the same failover.
+    let java = support::kafka::missing_kafka().is_none();
+    let java_acks = dir.path().join("java-acks");
+    let java_topic = "failover-java";
+    let java_total = 6_000u32;
+    let mut java_producer = java.then(|| {
+        create_topic(&nodes, java_topic, 3, &[]);
+        wait_isr(first, java_topic, 3, 3);
+        spawn_java(
+            "ReplicationChecks",
+            &[
+                "produce",
+                "--bootstrap",
+                &bootstrap_all(&nodes),
+                "--topic",
+                java_topic,
+                "--records",
+                &java_total.to_string(),
+                "--partitions",
+                "3",
+                "--ack-file",
+                &java_acks.display().to_string(),
+                "--rate",
+                "800",
+            ],
+            dir.path(),
+            "java-producer",
+        )
+    });
     let started = Instant::now();
     while count_lines(&acks) < 2_000 {
         assert!(
@@ -328,9 +361,39 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
         "the producer did not get every record acknowledged across the failover ({acked} of {total}):\n{}",
         read_logs(dir.path(), "producer")
     );
+    if let Some(mut jp) = java_producer.take() {
+        let status = wait_child(&mut jp, Duration::from_secs(170));
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "the Java producer did not get every record acknowledged across the failover:\n{}",
+            read_logs(dir.path(), "java-producer")
+        );
+    }
     // The killed node comes back, catches up and rejoins every ISR.
     nodes[victim].as_mut().expect("victim").restart_after_stop();
     wait_isr(nodes[victim].as_ref().expect("victim"), topic, 3, 3);
+    if java {
+        wait_isr(nodes[victim].as_ref().expect("victim"), java_topic, 3, 3);
+        let out = support::kafka::run_java(
+            "ReplicationChecks",
+            &[
+                "check",
+                "--bootstrap",
+                &bootstrap_all(&nodes),
+                "--topic",
+                java_topic,
+                "--records",
+                &java_total.to_string(),
+                "--partitions",
+                "3",
+                "--ack-file",
+                &java_acks.display().to_string(),
+            ],
+            Duration::from_secs(120),
+        );
+        support::kafka::expect_ok(&out, "Java consumer check after the failover");
+        assert_replicas_identical(&nodes, java_topic, 3);
+    }
     let check = [
         s("--bootstrap"),
         bootstrap_all(&nodes),
@@ -349,6 +412,22 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
     for n in nodes.iter().flatten() {
         n.assert_healthy();
     }
+}
+
+/// Starts a Java test client in the background, its output in `dir/name.std{out,err}`.
+fn spawn_java(class: &str, a: &[&str], dir: &Path, name: &str) -> std::process::Child {
+    let out = std::fs::File::create(dir.join(format!("{name}.stdout"))).expect("stdout");
+    let err = std::fs::File::create(dir.join(format!("{name}.stderr"))).expect("stderr");
+    std::process::Command::new("bash")
+        .arg(support::kafka::kafka_sh())
+        .arg("java")
+        .arg(class)
+        .args(a)
+        .stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .expect("spawn java")
 }
 
 /// One acks=`acks` produce of a record to partition 0 with kcat: its delivery error, if
@@ -496,4 +575,216 @@ fn controller_of(node: &Broker) -> usize {
         );
         thread::sleep(Duration::from_millis(100));
     }
+}
+
+#[test]
+fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "rolling restart",
+    ) {
+        return;
+    }
+    let net = Net::new(3);
+    let mut nodes = start_cluster(&net, "\"min.insync.replicas\" = 2\n");
+    let topic = "rolling";
+    create_topic(&nodes, topic, 3, &[]);
+    wait_isr(nodes[0].as_ref().expect("node 0"), topic, 3, 3);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let acks = dir.path().join("acks");
+    let total = 40_000u32;
+    let a = [
+        s("--bootstrap"),
+        bootstrap_all(&nodes),
+        s("--topic"),
+        s(topic),
+        s("--count"),
+        s(total),
+        s("--partitions"),
+        s("3"),
+        s("--ack-file"),
+        acks.display().to_string(),
+        s("--rate"),
+        s("2500"),
+        s("--timeout"),
+        s("150"),
+    ];
+    let mut producer = spawn_python(&py, "ck_produce.py", &args(&a), dir.path(), "producer");
+    for i in 0..3 {
+        let before = count_lines(&acks);
+        let started = Instant::now();
+        let node = nodes[i].as_mut().expect("node");
+        node.restart_term();
+        eprintln!(
+            "[replication] node {i} restarted (SIGTERM) in {:?} with {before} acknowledged",
+            started.elapsed()
+        );
+        for n in nodes.iter().flatten() {
+            wait_isr(n, topic, 3, 3);
+        }
+    }
+    let status = wait_child(&mut producer, Duration::from_secs(170));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the producer did not get every record acknowledged through the rolling restart ({} of {total}):\n{}",
+        count_lines(&acks),
+        read_logs(dir.path(), "producer")
+    );
+    let check = [
+        s("--bootstrap"),
+        bootstrap_all(&nodes),
+        s("--topic"),
+        s(topic),
+        s("--partitions"),
+        s("3"),
+        s("--range"),
+        format!("0:{total}"),
+        s("--ack-file"),
+        acks.display().to_string(),
+    ];
+    let out = run_python(&py, "ck_check.py", &args(&check), Duration::from_secs(120));
+    assert_success(&out, nodes[0].as_ref().expect("node 0"));
+    assert_replicas_identical(&nodes, topic, 3);
+    for n in nodes.iter().flatten() {
+        assert!(
+            n.log().contains("controlled shutdown"),
+            "{} did not shut down in a controlled way\n{}",
+            n.bootstrap(),
+            n.log_tail(30)
+        );
+    }
+}
+
+#[test]
+fn a_topic_on_one_node_grows_to_three_with_kafka_reassign_partitions() {
+    if skip_if(support::kafka::missing_kafka(), "kafka-reassign-partitions") {
+        return;
+    }
+    let net = Net::new(3);
+    let nodes = start_cluster(&net, "\"auto.leader.rebalance.enable\" = false\n");
+    let topic = "grow";
+    // All three partitions on node 0 alone, with data.
+    let via = bootstrap_all(&nodes);
+    let out = support::kafka::run_tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            &via,
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            "0,0,0",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment");
+    let n0 = nodes[0].as_ref().expect("node 0");
+    let l = wait_isr(n0, topic, 3, 1);
+    assert!(l.values().all(|(leader, isr)| *leader == 0 && isr == &vec![0]), "{l:?}");
+    for p in 0..3 {
+        let input = format!("{p}-a\n{p}-b\n{p}-c\n");
+        let out = support::run_command(
+            std::process::Command::new("kcat").args([
+                "-P",
+                "-b",
+                &via,
+                "-t",
+                topic,
+                "-p",
+                &p.to_string(),
+                "-X",
+                "acks=all",
+            ]),
+            Some(input.as_bytes()),
+            Duration::from_secs(30),
+        );
+        assert!(out.success(), "{}", out.describe());
+    }
+    // Reassign every partition to all three nodes, each with a different preferred leader.
+    let plan = dir_file(
+        "reassign.json",
+        r#"{"version":1,"partitions":[
+            {"topic":"grow","partition":0,"replicas":[0,1,2]},
+            {"topic":"grow","partition":1,"replicas":[1,2,0]},
+            {"topic":"grow","partition":2,"replicas":[2,0,1]}]}"#,
+    );
+    let out = support::kafka::run_tool(
+        "kafka-reassign-partitions",
+        &[
+            "--bootstrap-server",
+            &via,
+            "--reassignment-json-file",
+            &plan.1,
+            "--execute",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-reassign-partitions --execute");
+    let started = Instant::now();
+    loop {
+        let out = support::kafka::run_tool(
+            "kafka-reassign-partitions",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--reassignment-json-file",
+                &plan.1,
+                "--verify",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        let text = support::kafka::expect_ok(&out, "kafka-reassign-partitions --verify");
+        if text.matches("is completed").count() >= 3 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "reassignment not completed:\n{text}"
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    let l = wait_isr(n0, topic, 3, 3);
+    eprintln!("[replication] after the reassignment: {l:?}");
+    // Preferred leaders back with kafka-leader-election.
+    let out = support::kafka::run_tool(
+        "kafka-leader-election",
+        &[
+            "--bootstrap-server",
+            &via,
+            "--election-type",
+            "PREFERRED",
+            "--all-topic-partitions",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-leader-election --election-type PREFERRED");
+    let started = Instant::now();
+    loop {
+        let l = leaders(n0, topic);
+        if l.get(&1).is_some_and(|(leader, _)| *leader == 1)
+            && l.get(&2).is_some_and(|(leader, _)| *leader == 2)
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "preferred leaders not elected: {l:?}"
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert_replicas_identical(&nodes, topic, 3);
+}
+
+/// A file in a fresh temporary directory: (the directory, the file's path).
+fn dir_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write");
+    (dir, path.display().to_string())
 }

@@ -206,6 +206,8 @@ mod tests {
                 partition_epoch: epoch,
                 replicas: vec![7, 0, 8],
                 isr,
+                adding: Vec::new(),
+                removing: Vec::new(),
                 shard: 1,
             };
             image(vec![t])

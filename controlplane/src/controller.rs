@@ -57,6 +57,12 @@ pub struct ClusterSettings {
     /// How many brokers the cluster has (the voters; 1 alone): internal topics wait for
     /// that many, up to their replication factor.
     pub expected_brokers: usize,
+    /// `auto.leader.rebalance.enable`.
+    pub auto_leader_rebalance: bool,
+    /// `leader.imbalance.check.interval.seconds`, in ms.
+    pub leader_imbalance_check_ms: u64,
+    /// `leader.imbalance.per.broker.percentage`.
+    pub leader_imbalance_percentage: u32,
 }
 
 impl Default for ClusterSettings {
@@ -67,6 +73,9 @@ impl Default for ClusterSettings {
             internal_replication_factor: 3,
             session_timeout_ms: 9_000,
             expected_brokers: 1,
+            auto_leader_rebalance: true,
+            leader_imbalance_check_ms: 300_000,
+            leader_imbalance_percentage: 10,
         }
     }
 }
@@ -207,6 +216,10 @@ pub struct Controller<P: PartitionOps> {
     leading_since: Option<std::time::Instant>,
     /// `broker.session.timeout.ms`.
     session_timeout: std::time::Duration,
+    /// Auto leader rebalance: the check interval (None: off), the allowed imbalance, and
+    /// when it last ran.
+    rebalance: Option<(std::time::Duration, f64)>,
+    rebalanced_at: std::time::Instant,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -288,6 +301,13 @@ impl<P: PartitionOps> Controller<P> {
             shutting_down: false,
             leading_since: None,
             session_timeout: std::time::Duration::from_millis(config.cluster.session_timeout_ms),
+            rebalance: config.cluster.auto_leader_rebalance.then(|| {
+                (
+                    std::time::Duration::from_millis(config.cluster.leader_imbalance_check_ms),
+                    f64::from(config.cluster.leader_imbalance_percentage) / 100.0,
+                )
+            }),
+            rebalanced_at: std::time::Instant::now(),
         };
         tracing::info!(
             records = controller.state.applied(),
@@ -455,6 +475,16 @@ impl<P: PartitionOps> Controller<P> {
         }
         let elections = self.state.election_records();
         changed |= self.commit_own(elections);
+        if let Some((every, imbalance)) = self.rebalance {
+            if self.rebalanced_at.elapsed() >= every {
+                self.rebalanced_at = std::time::Instant::now();
+                let moves = self.state.rebalance_records(imbalance);
+                if !moves.is_empty() {
+                    tracing::info!(partitions = moves.len(), "auto leader rebalance: preferred replicas lead again");
+                }
+                changed |= self.commit_own(moves);
+            }
+        }
         changed
     }
 
@@ -675,6 +705,8 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         },
         AdminRequest::DeleteMirror { .. } => "mirror deleted",
         AdminRequest::AlterMirrorConfigs { .. } => "mirror configs changed",
+        AdminRequest::AlterPartitionReassignments { .. } => "partition reassignment",
+        AdminRequest::ElectLeaders { .. } => "leader elected",
     };
     for r in results {
         if r.error_code == 0 {
@@ -1391,9 +1423,9 @@ mod tests {
         assert_eq!(a1, 5);
     }
 
-    /// Three controllers in one quorum (loopback TCP): only the leader takes admin
-    /// requests (the others answer NOT_CONTROLLER naming it), every member applies what
-    /// commits, and after the leader is gone another one leads with the same metadata.
+    /// Three controllers in one quorum (loopback TCP): the leader commits admin requests
+    /// and the others forward theirs behind a guard, every member applies what commits,
+    /// and after the leader is gone another one leads with the same metadata.
     #[test]
     fn three_controllers_commit_on_the_leader_and_every_member_applies() {
         use std::time::{Duration, Instant};
@@ -1463,28 +1495,18 @@ mod tests {
         };
         let leader = leader_of(&members);
         let follower = *members.keys().find(|n| **n != leader).expect("a follower");
-        match members
-            .get_mut(&follower)
-            .expect("follower")
-            .0
-            .handle(&AdminRequest::CreateTopics {
-                topics: vec![topic("t", 3, &[])],
-                validate_only: false,
-            }) {
-            AdminResponse::Failed {
-                error_code,
-                message,
-            } => {
-                assert_eq!(error_code, code(ResponseError::NotController));
-                assert!(message.contains(&format!("node {leader}")), "{message}");
-            }
-            other => panic!("a follower took an admin request: {other:?}"),
-        }
+        // A follower takes the request too: it forwards its plan behind a guard.
+        let r = create(
+            &mut members.get_mut(&follower).expect("follower").0,
+            vec![topic("t", 3, &[])],
+        );
+        assert_eq!(codes(&r), vec![0]);
+        // The same request again, through the leader, finds it there.
         let r = create(
             &mut members.get_mut(&leader).expect("leader").0,
             vec![topic("t", 3, &[])],
         );
-        assert_eq!(codes(&r), vec![0]);
+        assert_eq!(codes(&r), vec![code(ResponseError::TopicAlreadyExists)]);
         for (c, cell) in members.values_mut() {
             wait_for_topic(c, cell, "t");
             assert_eq!(cell.load().topic("t").expect("t").partitions.len(), 3);

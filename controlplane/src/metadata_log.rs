@@ -144,6 +144,10 @@ pub struct PartitionRecord {
     pub partition_epoch: i32,
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
+    /// A reassignment in progress: replicas being added (catching up) and being removed
+    /// once the new ones are in sync. Both empty otherwise.
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
 }
 
 /// Why a payload could not be decoded.
@@ -208,6 +212,8 @@ impl MetadataRecord {
                 }
                 put_ids(&mut out, "replicas", &p.replicas)?;
                 put_ids(&mut out, "isr", &p.isr)?;
+                put_ids(&mut out, "adding", &p.adding)?;
+                put_ids(&mut out, "removing", &p.removing)?;
             }
             MetadataRecord::AlterPartition {
                 topic_id,
@@ -328,6 +334,8 @@ impl MetadataRecord {
                     partition_epoch: 0,
                     replicas: vec![leader],
                     isr: vec![leader],
+                    adding: Vec::new(),
+                    removing: Vec::new(),
                 })
             }
             KIND_PARTITION_REPLICAS => MetadataRecord::Partition(PartitionRecord {
@@ -338,6 +346,8 @@ impl MetadataRecord {
                 partition_epoch: r.i32()?,
                 replicas: r.ids()?,
                 isr: r.ids()?,
+                adding: r.ids()?,
+                removing: r.ids()?,
             }),
             KIND_ALTER_PARTITION => MetadataRecord::AlterPartition {
                 topic_id: r.uuid()?,
@@ -689,8 +699,10 @@ mod tests {
                 leader: 2,
                 leader_epoch: 3,
                 partition_epoch: 5,
-                replicas: vec![2, 0, 1],
+                replicas: vec![2, 0, 1, 3],
                 isr: vec![2, 1],
+                adding: vec![3],
+                removing: vec![0],
             }),
             MetadataRecord::AlterPartition {
                 topic_id: id,
@@ -777,6 +789,8 @@ mod tests {
                 partition_epoch: 0,
                 replicas: vec![0],
                 isr: vec![0],
+                adding: Vec::new(),
+                removing: Vec::new(),
             })
         );
     }

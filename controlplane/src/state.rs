@@ -624,6 +624,8 @@ impl ControllerState {
                     partition_epoch: p.partition_epoch,
                     replicas: p.replicas.clone(),
                     isr: p.isr.clone(),
+                    adding: p.adding.clone(),
+                    removing: p.removing.clone(),
                     // Placement is each node's own: never replicated.
                     shard: default_shard(&topic.name, p.partition, shards),
                 };
@@ -822,6 +824,13 @@ impl ControllerState {
             AdminRequest::BumpLeaderEpochs { partitions } => {
                 self.plan_bump_leader_epochs(partitions)
             }
+            AdminRequest::AlterPartitionReassignments { partitions } => {
+                self.plan_reassignments(partitions)
+            }
+            AdminRequest::ElectLeaders {
+                preferred,
+                partitions,
+            } => self.plan_elect_leaders(*preferred, partitions.as_deref()),
             AdminRequest::AlterPartition { .. } | AdminRequest::ControlledShutdown => Plan {
                 records: self.forwardable_records(request),
                 response: AdminResponse::Results(Vec::new()),
@@ -1222,6 +1231,183 @@ impl ControllerState {
 
     /// Raises partition leader epochs to at least `min + 1` (reference §2.10): a no-op
     /// where the epoch is already greater than `min`.
+    fn partition_of(&self, tp: &TopicPartition) -> Option<(&Arc<TopicImage>, &PartitionImage)> {
+        let t = self.topics.get(&tp.topic)?;
+        let p = t.partitions.get(usize::try_from(tp.partition).ok()?)?;
+        Some((t, p))
+    }
+
+    fn plan_reassignments(&self, partitions: &[(TopicPartition, Option<Vec<i32>>)]) -> Plan {
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(partitions.len());
+        for (tp, target) in partitions {
+            let label = tp.to_string();
+            let fail = |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
+            let Some((topic, p)) = self.partition_of(tp) else {
+                results.push(fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Partition {tp} does not exist"),
+                ));
+                continue;
+            };
+            let ongoing = !p.adding.is_empty() || !p.removing.is_empty();
+            if let Some(target) = target {
+                let distinct: BTreeSet<i32> = target.iter().copied().collect();
+                if target.is_empty() || distinct.len() != target.len() {
+                    results.push(fail(
+                        ResponseError::InvalidReplicaAssignment,
+                        format!("The target replicas {target:?} of {tp} are empty or repeat a broker"),
+                    ));
+                    continue;
+                }
+                if let Err(m) = self.check_assignments(std::slice::from_ref(target)) {
+                    results.push(fail(ResponseError::InvalidReplicaAssignment, m));
+                    continue;
+                }
+                if !ongoing && p.replicas == *target {
+                    results.push(AdminResult::ok(label));
+                    continue;
+                }
+            } else if !ongoing {
+                results.push(fail(
+                    ResponseError::NoReassignmentInProgress,
+                    format!("No reassignment of {tp} is in progress"),
+                ));
+                continue;
+            }
+            let next = reassign(p, target.as_deref());
+            let next = elect(&next, |b| self.is_live(b), false).unwrap_or(next);
+            plan.records
+                .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
+            results.push(AdminResult::ok(label));
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    fn plan_elect_leaders(&self, preferred: bool, partitions: Option<&[TopicPartition]>) -> Plan {
+        let all: Vec<TopicPartition>;
+        let wanted: &[TopicPartition] = match partitions {
+            Some(p) => p,
+            None => {
+                all = self
+                    .topics
+                    .values()
+                    .flat_map(|t| {
+                        t.partitions
+                            .iter()
+                            .map(|p| TopicPartition::new(t.name.clone(), p.partition))
+                    })
+                    .collect();
+                &all
+            }
+        };
+        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
+        let mut results = Vec::with_capacity(wanted.len());
+        for tp in wanted {
+            let label = tp.to_string();
+            let fail = |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
+            let Some((topic, p)) = self.partition_of(tp) else {
+                results.push(fail(
+                    ResponseError::UnknownTopicOrPartition,
+                    format!("Partition {tp} does not exist"),
+                ));
+                continue;
+            };
+            let candidate = if preferred {
+                let first = p.replicas.first().copied().unwrap_or(-1);
+                if p.leader == first {
+                    results.push(fail(
+                        ResponseError::ElectionNotNeeded,
+                        format!("{tp} is led by its preferred replica {first}"),
+                    ));
+                    continue;
+                }
+                (self.is_live(first) && p.isr.contains(&first)).then_some(first)
+            } else {
+                if p.leader >= 0 && self.is_live(p.leader) {
+                    results.push(fail(
+                        ResponseError::ElectionNotNeeded,
+                        format!("{tp} has a live leader"),
+                    ));
+                    continue;
+                }
+                p.replicas
+                    .iter()
+                    .copied()
+                    .find(|r| self.is_live(*r) && p.isr.contains(r))
+                    .or_else(|| p.replicas.iter().copied().find(|r| self.is_live(*r)))
+            };
+            let Some(leader) = candidate else {
+                let (e, m) = if preferred {
+                    (
+                        ResponseError::PreferredLeaderNotAvailable,
+                        format!("The preferred replica of {tp} is not live and in sync"),
+                    )
+                } else {
+                    (
+                        ResponseError::EligibleLeadersNotAvailable,
+                        format!("No replica of {tp} is live"),
+                    )
+                };
+                results.push(fail(e, m));
+                continue;
+            };
+            let mut next = p.clone();
+            next.leader = leader;
+            next.leader_epoch += 1;
+            next.partition_epoch += 1;
+            if !next.isr.contains(&leader) {
+                next.isr = vec![leader];
+            }
+            plan.records
+                .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
+            results.push(AdminResult::ok(label));
+        }
+        plan.response = AdminResponse::Results(results);
+        plan
+    }
+
+    /// Kafka's auto leader rebalance: preferred-leader elections for every broker whose
+    /// share of partitions it prefers but does not lead is above `imbalance` (0..1), for
+    /// those partitions whose preferred replica is live and in sync.
+    pub fn rebalance_records(&self, imbalance: f64) -> Vec<MetadataRecord> {
+        let mut preferred: BTreeMap<i32, (usize, usize)> = BTreeMap::new();
+        for t in self.topics.values() {
+            for p in &t.partitions {
+                if let Some(first) = p.replicas.first() {
+                    let e = preferred.entry(*first).or_default();
+                    e.0 += 1;
+                    if p.leader != *first {
+                        e.1 += 1;
+                    }
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for t in self.topics.values() {
+            for p in &t.partitions {
+                let Some(first) = p.replicas.first().copied() else {
+                    continue;
+                };
+                let (total, off) = preferred.get(&first).copied().unwrap_or((1, 0));
+                if p.leader == first
+                    || (off as f64) / (total.max(1) as f64) <= imbalance
+                    || !self.is_live(first)
+                    || !p.isr.contains(&first)
+                {
+                    continue;
+                }
+                let mut next = p.clone();
+                next.leader = first;
+                next.leader_epoch += 1;
+                next.partition_epoch += 1;
+                out.push(MetadataRecord::Partition(partition_record(t.id, &next)));
+            }
+        }
+        out
+    }
+
     fn plan_bump_leader_epochs(&self, partitions: &[(TopicPartition, i32)]) -> Plan {
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(partitions.len());
@@ -1293,6 +1479,8 @@ pub(crate) fn partition_record(topic_id: uuid::Uuid, p: &PartitionImage) -> Part
         partition_epoch: p.partition_epoch,
         replicas: p.replicas.clone(),
         isr: p.isr.clone(),
+        adding: p.adding.clone(),
+        removing: p.removing.clone(),
     }
 }
 
@@ -1310,6 +1498,8 @@ pub(crate) fn new_partition(
         partition_epoch: 0,
         isr: replicas.clone(),
         replicas,
+        adding: Vec::new(),
+        removing: Vec::new(),
     }
 }
 
@@ -1408,14 +1598,38 @@ fn rack_alternated(brokers: &[(i32, Option<String>)]) -> Vec<i32> {
 }
 
 /// The partition after a leader election and ISR clean-up (see
-/// [`ControllerState::election_records`]); `None`: it stays as it is.
+/// [`ControllerState::election_records`]), with a reassignment completed once every
+/// target replica is in sync; `None`: it stays as it is.
 pub fn elect(
     p: &PartitionImage,
     live: impl Fn(i32) -> bool,
     unclean: bool,
 ) -> Option<PartitionImage> {
+    let mut base = p.clone();
+    let mut reassigned = false;
+    if !p.adding.is_empty() || !p.removing.is_empty() {
+        let target: Vec<i32> = p
+            .replicas
+            .iter()
+            .copied()
+            .filter(|r| !p.removing.contains(r))
+            .collect();
+        if target.iter().all(|r| p.isr.contains(r)) {
+            // Kafka's reassignment completion: the target is the replica set, the
+            // removed replicas leave the ISR (and their leader leaves too, below).
+            base.replicas = target.clone();
+            base.isr.retain(|r| target.contains(r));
+            base.adding.clear();
+            base.removing.clear();
+            reassigned = true;
+        }
+    }
+    let p = &base;
     let mut isr: Vec<i32> = p.isr.iter().copied().filter(|r| live(*r)).collect();
-    let leader_ok = p.leader >= 0 && live(p.leader) && isr.contains(&p.leader);
+    let leader_ok = p.leader >= 0
+        && live(p.leader)
+        && isr.contains(&p.leader)
+        && p.replicas.contains(&p.leader);
     let leader = if leader_ok {
         p.leader
     } else if let Some(r) = p.replicas.iter().copied().find(|r| isr.contains(r)) {
@@ -1429,13 +1643,13 @@ pub fn elect(
     };
     if isr.is_empty() {
         // Nobody in sync is live: keep the last member, the one that can lead cleanly.
-        isr = if p.leader >= 0 {
+        isr = if p.leader >= 0 && p.replicas.contains(&p.leader) {
             vec![p.leader]
         } else {
             p.isr.clone()
         };
     }
-    if leader == p.leader && isr == p.isr {
+    if leader == p.leader && isr == p.isr && !reassigned {
         return None;
     }
     let mut next = p.clone();
@@ -1446,6 +1660,50 @@ pub fn elect(
     next.isr = isr;
     next.partition_epoch += 1;
     Some(next)
+}
+
+/// A partition moved to `target` replicas (Kafka's AlterPartitionReassignments): the
+/// replica set becomes the target followed by the current replicas not in it, the new
+/// ones are `adding` until they are in sync, the others `removing`; a reassignment in
+/// progress is replaced, starting from its original replicas. `None` for `target`
+/// cancels one in progress (back to the original replicas).
+pub fn reassign(p: &PartitionImage, target: Option<&[i32]>) -> PartitionImage {
+    let original: Vec<i32> = p
+        .replicas
+        .iter()
+        .copied()
+        .filter(|r| !p.adding.contains(r))
+        .collect();
+    let mut next = p.clone();
+    next.partition_epoch += 1;
+    match target {
+        None => {
+            next.replicas = original;
+            next.adding.clear();
+            next.removing.clear();
+        }
+        Some(target) => {
+            let mut replicas = target.to_vec();
+            replicas.extend(original.iter().copied().filter(|r| !target.contains(r)));
+            next.adding = target
+                .iter()
+                .copied()
+                .filter(|r| !original.contains(r))
+                .collect();
+            next.removing = original
+                .iter()
+                .copied()
+                .filter(|r| !target.contains(r))
+                .collect();
+            next.replicas = if next.adding.is_empty() && next.removing.is_empty() {
+                target.to_vec()
+            } else {
+                replicas
+            };
+        }
+    }
+    next.isr.retain(|r| next.replicas.contains(r));
+    next
 }
 
 fn mirror_config_message(key: &str) -> String {

@@ -96,6 +96,18 @@ pub enum AdminRequest {
     /// This broker is about to shut down: move its leaderships away (controlled
     /// shutdown). Answered once queued for the quorum.
     ControlledShutdown,
+    /// Kafka's AlterPartitionReassignments: each partition to its target replicas
+    /// (`None`: cancel the reassignment in progress). One result per partition, named
+    /// `topic-partition`.
+    AlterPartitionReassignments {
+        partitions: Vec<(crate::types::TopicPartition, Option<Vec<i32>>)>,
+    },
+    /// Kafka's ElectLeaders: the preferred replica (`preferred`) or, unclean, any live
+    /// replica leads; `None`: every partition. One result per partition considered.
+    ElectLeaders {
+        preferred: bool,
+        partitions: Option<Vec<crate::types::TopicPartition>>,
+    },
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {
         name: String,

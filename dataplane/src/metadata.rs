@@ -22,6 +22,10 @@ pub struct PartitionImage {
     pub replicas: Vec<i32>,
     /// The in-sync replicas.
     pub isr: Vec<i32>,
+    /// A reassignment in progress: the replicas being added and being removed (both
+    /// among `replicas`; empty otherwise).
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
     /// The data-plane shard of this node that owns the partition (placed by each node
     /// for itself, never replicated).
     pub shard: usize,
@@ -37,6 +41,8 @@ impl PartitionImage {
             partition_epoch: 0,
             replicas: vec![leader],
             isr: vec![leader],
+            adding: Vec::new(),
+            removing: Vec::new(),
             shard,
         }
     }

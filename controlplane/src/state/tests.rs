@@ -203,6 +203,8 @@ fn unclean_election_takes_a_live_replica_out_of_the_isr_only_when_enabled() {
         partition_epoch: 9,
         replicas: vec![0, 1, 2],
         isr: vec![0],
+        adding: Vec::new(),
+        removing: Vec::new(),
         shard: 0,
     };
     let live = |b: i32| b != 0;
@@ -284,4 +286,204 @@ fn snapshot_records_keep_replicas_isr_and_broker_states() {
     apply_all(&mut again, &state.image_records());
     assert_eq!(again.image().topics, state.image().topics);
     assert_eq!(again.brokers(), state.brokers());
+}
+
+fn plan_apply(state: &mut ControllerState, request: AdminRequest) -> Vec<i16> {
+    let plan = state.plan(&request, &mut || uuid::Uuid::new_v4());
+    apply_all(state, &plan.records);
+    match plan.response {
+        AdminResponse::Results(r) => r.iter().map(|r| r.error_code).collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn settle(state: &mut ControllerState) {
+    for _ in 0..4 {
+        let records = state.election_records();
+        apply_all(state, &records);
+    }
+}
+
+#[test]
+fn a_reassignment_adds_replicas_then_drops_the_old_ones_once_the_new_are_in_sync() {
+    let mut state = cluster(3);
+    let topic_id = {
+        let plan = state.plan(
+            &AdminRequest::CreateTopics {
+                topics: vec![NewTopic {
+                    name: "t".into(),
+                    num_partitions: -1,
+                    replication_factor: -1,
+                    assignments: vec![vec![0]],
+                    configs: Vec::new(),
+                }],
+                validate_only: false,
+            },
+            &mut || uuid::Uuid::from_u128(5),
+        );
+        apply_all(&mut state, &plan.records);
+        state.topic("t").expect("t").id
+    };
+    assert_eq!(partition(&state, "t", 0).replicas, vec![0]);
+    let tp = TopicPartition::new("t", 0);
+    let codes = plan_apply(
+        &mut state,
+        AdminRequest::AlterPartitionReassignments {
+            partitions: vec![(tp.clone(), Some(vec![1, 2]))],
+        },
+    );
+    assert_eq!(codes, vec![0]);
+    let moving = partition(&state, "t", 0);
+    assert_eq!(moving.replicas, vec![1, 2, 0]);
+    assert_eq!((moving.adding.clone(), moving.removing.clone()), (vec![1, 2], vec![0]));
+    assert_eq!(moving.leader, 0, "the old replica leads until the new ones are in sync");
+    settle(&mut state);
+    assert_eq!(partition(&state, "t", 0).replicas, vec![1, 2, 0], "not in sync yet");
+    // The new replicas caught up: the leader adds them to the ISR.
+    apply_all(
+        &mut state,
+        &[MetadataRecord::AlterPartition {
+            topic_id,
+            partition: 0,
+            leader_epoch: moving.leader_epoch,
+            partition_epoch: moving.partition_epoch,
+            isr: vec![1, 2, 0],
+        }],
+    );
+    settle(&mut state);
+    let done = partition(&state, "t", 0);
+    assert_eq!(done.replicas, vec![1, 2]);
+    assert!(done.adding.is_empty() && done.removing.is_empty());
+    assert_eq!(done.isr, vec![1, 2]);
+    assert_eq!(done.leader, 1, "a target replica leads");
+    assert!(done.leader_epoch > moving.leader_epoch);
+    // Nothing in progress: cancelling is an error.
+    assert_eq!(
+        plan_apply(
+            &mut state,
+            AdminRequest::AlterPartitionReassignments {
+                partitions: vec![(tp.clone(), None)],
+            },
+        ),
+        vec![ResponseError::NoReassignmentInProgress.code()]
+    );
+    // Unknown brokers and repeated ones are refused.
+    for bad in [vec![1, 7], vec![1, 1], vec![]] {
+        assert_eq!(
+            plan_apply(
+                &mut state,
+                AdminRequest::AlterPartitionReassignments {
+                    partitions: vec![(tp.clone(), Some(bad.clone()))],
+                },
+            ),
+            vec![ResponseError::InvalidReplicaAssignment.code()],
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn a_cancelled_reassignment_goes_back_to_the_original_replicas() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 1, 2);
+    let before = partition(&state, "t", 0);
+    let spare = (0..3).find(|b| !before.replicas.contains(b)).expect("a spare");
+    let tp = TopicPartition::new("t", 0);
+    plan_apply(
+        &mut state,
+        AdminRequest::AlterPartitionReassignments {
+            partitions: vec![(tp.clone(), Some(vec![spare, before.replicas[0]]))],
+        },
+    );
+    assert_eq!(partition(&state, "t", 0).adding, vec![spare]);
+    assert_eq!(
+        plan_apply(
+            &mut state,
+            AdminRequest::AlterPartitionReassignments {
+                partitions: vec![(tp, None)],
+            },
+        ),
+        vec![0]
+    );
+    let after = partition(&state, "t", 0);
+    assert_eq!(after.replicas, before.replicas);
+    assert!(after.adding.is_empty() && after.removing.is_empty());
+}
+
+#[test]
+fn preferred_leader_election_and_auto_rebalance_give_leadership_back() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 3, 3);
+    // Node 0 goes away and comes back: its partitions are led elsewhere and it is out of
+    // their ISR; once back in, a preferred election hands them back.
+    state
+        .apply(&MetadataRecord::FenceBroker { node_id: 0 })
+        .expect("fence");
+    settle(&mut state);
+    state
+        .apply(&MetadataRecord::UnfenceBroker { node_id: 0 })
+        .expect("unfence");
+    let t = state.topic("t").expect("t").clone();
+    let preferring_0: Vec<i32> = t
+        .partitions
+        .iter()
+        .filter(|p| p.replicas[0] == 0)
+        .map(|p| p.partition)
+        .collect();
+    assert!(!preferring_0.is_empty());
+    let p = preferring_0[0];
+    let tp = TopicPartition::new("t", p);
+    assert_eq!(
+        plan_apply(
+            &mut state,
+            AdminRequest::ElectLeaders {
+                preferred: true,
+                partitions: Some(vec![tp.clone()]),
+            },
+        ),
+        vec![ResponseError::PreferredLeaderNotAvailable.code()],
+        "out of the ISR: not yet"
+    );
+    // Back in every ISR.
+    for part in &t.partitions {
+        let now = partition(&state, "t", part.partition as usize);
+        let mut isr = now.isr.clone();
+        isr.push(0);
+        apply_all(
+            &mut state,
+            &[MetadataRecord::AlterPartition {
+                topic_id: t.id,
+                partition: part.partition,
+                leader_epoch: now.leader_epoch,
+                partition_epoch: now.partition_epoch,
+                isr,
+            }],
+        );
+    }
+    assert!(!state.rebalance_records(0.10).is_empty());
+    assert_eq!(
+        plan_apply(
+            &mut state,
+            AdminRequest::ElectLeaders {
+                preferred: true,
+                partitions: Some(vec![tp.clone()]),
+            },
+        ),
+        vec![0]
+    );
+    assert_eq!(partition(&state, "t", p as usize).leader, 0);
+    assert_eq!(
+        plan_apply(
+            &mut state,
+            AdminRequest::ElectLeaders {
+                preferred: true,
+                partitions: Some(vec![tp]),
+            },
+        ),
+        vec![ResponseError::ElectionNotNeeded.code()]
+    );
+    let moves = state.rebalance_records(0.10);
+    apply_all(&mut state, &moves);
+    let t = state.topic("t").expect("t");
+    assert!(t.partitions.iter().all(|p| p.leader == p.replicas[0]));
 }

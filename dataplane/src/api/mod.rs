@@ -20,6 +20,7 @@ pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod describe_transactions;
+pub mod elect_leaders;
 pub mod end_txn;
 pub mod errors;
 pub mod fetch;
@@ -38,6 +39,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod reassignments;
 pub mod sync_group;
 pub mod txn_offset_commit;
 
@@ -85,6 +87,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListTransactions, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -123,6 +128,15 @@ pub async fn handle(
         }
         RequestKind::CreatePartitions(r) => {
             ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, version).await)
+        }
+        RequestKind::ElectLeaders(r) => {
+            ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
+        }
+        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
+            reassignments::alter(ctx, r, version).await,
+        ),
+        RequestKind::ListPartitionReassignments(r) => {
+            ResponseKind::ListPartitionReassignments(reassignments::list(ctx, r, version))
         }
         RequestKind::DescribeConfigs(r) => {
             ResponseKind::DescribeConfigs(describe_configs::handle(ctx, r, version).await)

@@ -13,9 +13,10 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse,
+    TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 use kafka_protocol::ResponseError;
 
 use crate::api::errors::log_error_code;
@@ -299,6 +300,10 @@ pub async fn handle(
     if request.acks == 0 {
         return None;
     }
+    // KIP-951: NOT_LEADER_OR_FOLLOWER answers name the current leader and where it is.
+    let image = ctx.metadata.load();
+    let mut endpoints: std::collections::BTreeSet<i32> = Default::default();
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
     let responses = names
         .into_iter()
         .zip(indexes)
@@ -321,6 +326,15 @@ pub async fn handle(
                     if version >= 5 {
                         resp.log_start_offset = r.log_start_offset;
                     }
+                    if version >= 10 && r.error_code == not_leader {
+                        let tp = TopicPartition::new(name.clone(), index);
+                        if let Some(p) = image.partition(&tp).filter(|p| p.leader >= 0) {
+                            resp.current_leader = LeaderIdAndEpoch::default()
+                                .with_leader_id(BrokerId(p.leader))
+                                .with_leader_epoch(p.leader_epoch);
+                            endpoints.insert(p.leader);
+                        }
+                    }
                     if version >= 8 {
                         resp.error_message = r.error_message.map(str_bytes);
                         resp.record_errors = r
@@ -341,5 +355,21 @@ pub async fn handle(
                 .with_partition_responses(partition_responses)
         })
         .collect();
-    Some(ProduceResponse::default().with_responses(responses))
+    let mut response = ProduceResponse::default().with_responses(responses);
+    if version >= 10 {
+        response.node_endpoints = endpoints
+            .into_iter()
+            .filter_map(|id| {
+                let addr = image.broker_address(id)?;
+                Some(
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(id))
+                        .with_host(str_bytes(addr.ip().to_string()))
+                        .with_port(i32::from(addr.port()))
+                        .with_rack(image.racks.get(&id).cloned().map(str_bytes)),
+                )
+            })
+            .collect();
+    }
+    Some(response)
 }
