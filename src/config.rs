@@ -1550,8 +1550,9 @@ mod tests {
         for bad in ["0", "-1", "\"two\""] {
             let e = parse_err(&format!("default.replication.factor = {bad}"));
             assert!(
-                e.to_string()
-                    .starts_with("config key `default.replication.factor`: expected a replication factor"),
+                e.to_string().starts_with(
+                    "config key `default.replication.factor`: expected a replication factor"
+                ),
                 "{e}"
             );
         }

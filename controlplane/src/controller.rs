@@ -480,7 +480,10 @@ impl<P: PartitionOps> Controller<P> {
                 self.rebalanced_at = std::time::Instant::now();
                 let moves = self.state.rebalance_records(imbalance);
                 if !moves.is_empty() {
-                    tracing::info!(partitions = moves.len(), "auto leader rebalance: preferred replicas lead again");
+                    tracing::info!(
+                        partitions = moves.len(),
+                        "auto leader rebalance: preferred replicas lead again"
+                    );
                 }
                 changed |= self.commit_own(moves);
             }

@@ -1242,7 +1242,8 @@ impl ControllerState {
         let mut results = Vec::with_capacity(partitions.len());
         for (tp, target) in partitions {
             let label = tp.to_string();
-            let fail = |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
+            let fail =
+                |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
             let Some((topic, p)) = self.partition_of(tp) else {
                 results.push(fail(
                     ResponseError::UnknownTopicOrPartition,
@@ -1256,7 +1257,9 @@ impl ControllerState {
                 if target.is_empty() || distinct.len() != target.len() {
                     results.push(fail(
                         ResponseError::InvalidReplicaAssignment,
-                        format!("The target replicas {target:?} of {tp} are empty or repeat a broker"),
+                        format!(
+                            "The target replicas {target:?} of {tp} are empty or repeat a broker"
+                        ),
                     ));
                     continue;
                 }
@@ -1306,7 +1309,8 @@ impl ControllerState {
         let mut results = Vec::with_capacity(wanted.len());
         for tp in wanted {
             let label = tp.to_string();
-            let fail = |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
+            let fail =
+                |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
             let Some((topic, p)) = self.partition_of(tp) else {
                 results.push(fail(
                     ResponseError::UnknownTopicOrPartition,

@@ -61,8 +61,19 @@ struct Catalog {
     index: HashMap<(Scope, &'static str), usize>,
 }
 
+/// Kafka's dynamic-only broker configs (`DynamicConfig.Broker`: the replication throttle
+/// quotas `kafka-reassign-partitions --throttle` sets and `--verify` clears), which a
+/// fresh broker's DescribeConfigs does not list and so ConfigDump does not see. Twinlog
+/// stores them; it does not throttle replication yet.
+const DYNAMIC_ONLY_BROKER_CONFIGS: &str = "\
+broker\tleader.replication.throttled.rate\tLONG\tfalse\tfalse\t9223372036854775807\t
+broker\tfollower.replication.throttled.rate\tLONG\tfalse\tfalse\t9223372036854775807\t
+broker\treplica.alter.log.dirs.io.max.bytes.per.second\tLONG\tfalse\tfalse\t9223372036854775807\t
+";
+
 static CATALOG: LazyLock<Catalog> = LazyLock::new(|| {
-    let defs = parse(include_str!("kafka_configs.tsv"));
+    let mut defs = parse(include_str!("kafka_configs.tsv"));
+    defs.extend(parse(DYNAMIC_ONLY_BROKER_CONFIGS));
     let index = defs
         .iter()
         .enumerate()

@@ -335,10 +335,20 @@ fn a_reassignment_adds_replicas_then_drops_the_old_ones_once_the_new_are_in_sync
     assert_eq!(codes, vec![0]);
     let moving = partition(&state, "t", 0);
     assert_eq!(moving.replicas, vec![1, 2, 0]);
-    assert_eq!((moving.adding.clone(), moving.removing.clone()), (vec![1, 2], vec![0]));
-    assert_eq!(moving.leader, 0, "the old replica leads until the new ones are in sync");
+    assert_eq!(
+        (moving.adding.clone(), moving.removing.clone()),
+        (vec![1, 2], vec![0])
+    );
+    assert_eq!(
+        moving.leader, 0,
+        "the old replica leads until the new ones are in sync"
+    );
     settle(&mut state);
-    assert_eq!(partition(&state, "t", 0).replicas, vec![1, 2, 0], "not in sync yet");
+    assert_eq!(
+        partition(&state, "t", 0).replicas,
+        vec![1, 2, 0],
+        "not in sync yet"
+    );
     // The new replicas caught up: the leader adds them to the ISR.
     apply_all(
         &mut state,
@@ -387,7 +397,9 @@ fn a_cancelled_reassignment_goes_back_to_the_original_replicas() {
     let mut state = cluster(3);
     create(&mut state, "t", 1, 2);
     let before = partition(&state, "t", 0);
-    let spare = (0..3).find(|b| !before.replicas.contains(b)).expect("a spare");
+    let spare = (0..3)
+        .find(|b| !before.replicas.contains(b))
+        .expect("a spare");
     let tp = TopicPartition::new("t", 0);
     plan_apply(
         &mut state,

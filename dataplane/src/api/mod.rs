@@ -132,9 +132,9 @@ pub async fn handle(
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)
         }
-        RequestKind::AlterPartitionReassignments(r) => ResponseKind::AlterPartitionReassignments(
-            reassignments::alter(ctx, r, version).await,
-        ),
+        RequestKind::AlterPartitionReassignments(r) => {
+            ResponseKind::AlterPartitionReassignments(reassignments::alter(ctx, r, version).await)
+        }
         RequestKind::ListPartitionReassignments(r) => {
             ResponseKind::ListPartitionReassignments(reassignments::list(ctx, r, version))
         }

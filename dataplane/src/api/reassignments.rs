@@ -33,7 +33,9 @@ pub async fn alter(
     let image = ctx.metadata.load();
     // v1+: a reassignment may be refused a change of replication factor.
     let allow_factor_change = version < 1 || request.allow_replication_factor_change;
-    let mut order: Vec<(String, Vec<(i32, Option<AdminResult>)>)> = Vec::new();
+    // Per topic, its partitions and the answers known without the controller.
+    type Answers = Vec<(i32, Option<AdminResult>)>;
+    let mut order: Vec<(String, Answers)> = Vec::new();
     let mut forward: Vec<(TopicPartition, Option<Vec<i32>>)> = Vec::new();
     for t in request.topics {
         let name = t.name.0.to_string();
