@@ -84,6 +84,9 @@ impl ControllerConfig {
     pub const DEFAULT_QUEUE_MAX: usize = 1024;
 }
 
+/// How often a change is planned again when changes committed ahead of it.
+const FORWARD_ATTEMPTS: usize = 8;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
     #[error(transparent)]
@@ -499,9 +502,8 @@ impl<P: PartitionOps> Controller<P> {
     /// answer (the shard work already ran as for any committed change); skipped, it
     /// plans again. Clients never see NOT_CONTROLLER while the quorum has a leader.
     fn forward(&mut self, request: &AdminRequest) -> AdminResponse {
-        const ATTEMPTS: usize = 8;
         const WAIT: std::time::Duration = std::time::Duration::from_secs(3);
-        for _ in 0..ATTEMPTS {
+        for _ in 0..FORWARD_ATTEMPTS {
             self.catch_up();
             let plan = self.state.plan(request, &mut *self.new_topic_id);
             if plan.records.is_empty() {
@@ -509,12 +511,7 @@ impl<P: PartitionOps> Controller<P> {
                 log_outcome(request, &plan.response);
                 return plan.response;
             }
-            let nonce = loop {
-                let n = uuid::Uuid::new_v4().as_u64_pair().0;
-                if self.state.guard_outcome(n).is_none() {
-                    break n;
-                }
-            };
+            let nonce = self.new_nonce();
             let mut batch = Vec::with_capacity(plan.records.len() + 1);
             batch.push(MetadataRecord::Guard {
                 nonce,
@@ -550,6 +547,41 @@ impl<P: PartitionOps> Controller<P> {
         }
     }
 
+    /// The leader commits `records`, applies them and publishes the image. In a quorum
+    /// they go behind a guard (as forwarded changes do): a change forwarded by another
+    /// member may sit in the log ahead of them, unseen when they were planned, and then
+    /// they must not apply. `Ok(false)`: they did not (plan again).
+    fn commit_guarded(&mut self, records: &[MetadataRecord]) -> Result<bool, JournalError> {
+        if !self.journal.in_quorum() {
+            self.journal.append(records)?;
+            self.apply_taken();
+            self.publish();
+            return Ok(true);
+        }
+        let nonce = self.new_nonce();
+        let mut batch = Vec::with_capacity(records.len() + 1);
+        batch.push(MetadataRecord::Guard {
+            nonce,
+            expected_applied: self.state.applied(),
+            records: u32::try_from(records.len()).unwrap_or(u32::MAX),
+        });
+        batch.extend(records.iter().cloned());
+        self.journal.append(&batch)?;
+        self.apply_taken();
+        self.publish();
+        Ok(self.state.guard_outcome(nonce) == Some(true))
+    }
+
+    /// A guard nonce no remembered guard has.
+    fn new_nonce(&self) -> u64 {
+        loop {
+            let n = uuid::Uuid::new_v4().as_u64_pair().0;
+            if self.state.guard_outcome(n).is_none() {
+                return n;
+            }
+        }
+    }
+
     /// Commits records this controller decided on its own (no request to answer),
     /// applies them and runs their shard work.
     fn commit_own(&mut self, records: Vec<MetadataRecord>) -> bool {
@@ -557,14 +589,17 @@ impl<P: PartitionOps> Controller<P> {
             return false;
         }
         let before = self.metadata.load();
-        if let Err(e) = self.journal.append(&records) {
-            tracing::warn!(error = %e, "cannot commit the controller's own metadata change");
-            return false;
+        match self.commit_guarded(&records) {
+            Ok(held) => {
+                // Skipped: the next tick decides again on the newer state.
+                self.run_actions(&before, &[]);
+                held
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot commit the controller's own metadata change");
+                false
+            }
         }
-        self.apply_taken();
-        self.publish();
-        self.run_actions(&before, &[]);
-        true
     }
 
     /// The active controller's node id, as the quorum knows it.
@@ -595,12 +630,29 @@ impl<P: PartitionOps> Controller<P> {
         {
             return self.forward(request);
         }
-        let plan = self.state.plan(request, &mut *self.new_topic_id);
         // The published image is the state's: what it was before this change.
-        let before = self.metadata.load();
-        if !plan.records.is_empty() {
-            match self.journal.append(&plan.records) {
-                Ok(()) => {}
+        let mut before = self.metadata.load();
+        let mut plan = self.state.plan(request, &mut *self.new_topic_id);
+        let mut attempts = 0;
+        while !plan.records.is_empty() {
+            match self.commit_guarded(&plan.records) {
+                Ok(true) => break,
+                // A forwarded change came first: plan again against it.
+                Ok(false) if attempts < FORWARD_ATTEMPTS => {
+                    attempts += 1;
+                    // The change that came first has its shard work here too.
+                    self.run_actions(&before, &[]);
+                    before = self.metadata.load();
+                    plan = self.state.plan(request, &mut *self.new_topic_id);
+                }
+                Ok(false) => {
+                    self.run_actions(&before, &[]);
+                    return AdminResponse::Failed {
+                        error_code: ResponseError::RequestTimedOut.code(),
+                        message: "concurrent metadata changes kept this one from committing"
+                            .to_string(),
+                    };
+                }
                 Err(JournalError::NotLeader(_)) => {
                     // Lost the lead since the check: forward instead.
                     return self.forward(request);
@@ -612,8 +664,8 @@ impl<P: PartitionOps> Controller<P> {
                     };
                 }
             }
-            self.apply_taken();
-            self.publish();
+        }
+        if !plan.records.is_empty() {
             let state = &self.state;
             if let Err(e) = self
                 .journal

@@ -499,3 +499,45 @@ fn preferred_leader_election_and_auto_rebalance_give_leadership_back() {
     let t = state.topic("t").expect("t");
     assert!(t.partitions.iter().all(|p| p.leader == p.replicas[0]));
 }
+
+#[test]
+fn a_guarded_batch_applies_only_if_nothing_committed_since_it_was_planned() {
+    let mut state = cluster(3);
+    let planned_at = state.applied();
+    let topic = |name: &str, id: u128| MetadataRecord::Topic {
+        name: name.into(),
+        id: uuid::Uuid::from_u128(id),
+    };
+    // Two members planned the same topic against the same state; the first to commit
+    // wins, the other's batch is skipped everywhere (no "already exists" on apply).
+    let first = [
+        MetadataRecord::Guard {
+            nonce: 1,
+            expected_applied: planned_at,
+            records: 1,
+        },
+        topic("t", 10),
+    ];
+    let second = [
+        MetadataRecord::Guard {
+            nonce: 2,
+            expected_applied: planned_at,
+            records: 1,
+        },
+        topic("t", 11),
+    ];
+    apply_all(&mut state, &first);
+    apply_all(&mut state, &second);
+    assert_eq!(state.guard_outcome(1), Some(true));
+    assert_eq!(state.guard_outcome(2), Some(false));
+    assert_eq!(state.topic("t").expect("t").id, uuid::Uuid::from_u128(10));
+    assert_eq!(
+        state.applied(),
+        planned_at + 4,
+        "skipped records still count"
+    );
+    // Every record after the skipped batch applies again.
+    apply_all(&mut state, &[topic("u", 12)]);
+    assert!(state.topic("u").is_some());
+    assert_eq!(state.guard_outcome(3), None);
+}
