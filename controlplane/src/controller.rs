@@ -438,44 +438,53 @@ impl<P: PartitionOps> Controller<P> {
     }
 
     /// The active controller's own changes: brokers not heard from within the session
-    /// timeout are fenced (and heard-from fenced ones unfenced), then every partition
+    /// timeout, or whose process is gone (their controller port refuses connections:
+    /// nothing listens there, which a cut network never looks like), are fenced, and
+    /// heard-from fenced ones unfenced; then every partition
     /// whose leader or ISR those changes affect gets its election. Returns whether
     /// anything was committed.
     fn maintain_cluster(&mut self) -> bool {
         if !self.journal.in_quorum() {
             return false;
         }
-        let (leading, heard) = self.journal.peers_heard();
-        if !leading {
+        let peers = self.journal.peers_heard();
+        if !peers.leading {
             self.leading_since = None;
             return false;
         }
         let since = *self
             .leading_since
             .get_or_insert_with(std::time::Instant::now);
-        let mut changed = false;
-        if since.elapsed() >= self.session_timeout {
-            let me = self.state.settings().node_id;
-            let mut liveness = Vec::new();
-            for (id, b) in self.state.brokers() {
-                if *id == me {
-                    continue;
-                }
-                let ago = heard.get(id).copied().flatten();
-                let silent = ago.is_none_or(|d| d > self.session_timeout);
-                if silent && !b.fenced {
-                    tracing::warn!(
-                        node = id,
-                        "fencing a broker not heard from within broker.session.timeout.ms"
-                    );
-                    liveness.push(MetadataRecord::FenceBroker { node_id: *id });
-                } else if !silent && b.fenced && !b.shutting_down {
-                    tracing::info!(node = id, "unfencing a broker heard from again");
-                    liveness.push(MetadataRecord::UnfenceBroker { node_id: *id });
-                }
+        // Silence counts only once this node has led for a session timeout (before, it
+        // has not heard every member); a refused connection is news at once.
+        let judge_silence = since.elapsed() >= self.session_timeout;
+        let me = self.state.settings().node_id;
+        let mut liveness = Vec::new();
+        for (id, b) in self.state.brokers() {
+            if *id == me {
+                continue;
             }
-            changed |= self.commit_own(liveness);
+            let ago = peers.heard.get(id).copied().flatten();
+            let silent = ago.is_none_or(|d| d > self.session_timeout);
+            let gone = peers.gone.contains(id);
+            if !b.fenced && gone {
+                tracing::warn!(
+                    node = id,
+                    "fencing a broker whose process is gone (its controller port refuses connections)"
+                );
+                liveness.push(MetadataRecord::FenceBroker { node_id: *id });
+            } else if !b.fenced && silent && judge_silence {
+                tracing::warn!(
+                    node = id,
+                    "fencing a broker not heard from within broker.session.timeout.ms"
+                );
+                liveness.push(MetadataRecord::FenceBroker { node_id: *id });
+            } else if b.fenced && !silent && !gone && !b.shutting_down {
+                tracing::info!(node = id, "unfencing a broker heard from again");
+                liveness.push(MetadataRecord::UnfenceBroker { node_id: *id });
+            }
         }
+        let mut changed = self.commit_own(liveness);
         let elections = self.state.election_records();
         changed |= self.commit_own(elections);
         if let Some((every, imbalance)) = self.rebalance {

@@ -4,7 +4,7 @@
 # metadata quorum per cluster) on loopback; on each cluster an 8-partition topic with
 # replication factor 3 and min.insync.replicas=2; the same twinlog-perf producer (1 KiB
 # records, closed loop, RUN_SECONDS) with acks=-1 and then acks=1. Reported per run:
-# throughput, p99 produce latency, and CPU seconds per GB (utime+stime of the cluster's
+# throughput, p99 produce latency, and CPU seconds per GB (after an 8 s warm-up on each) (utime+stime of the cluster's
 # three processes over the run, from /proc). Then, on each cluster: the time from a
 # SIGKILL of a partition leader to the first acks=all produce acknowledged by its new
 # leader (a probe produces every 20 ms with a fresh connection through the survivors),
@@ -147,6 +147,12 @@ print(f'{p["mb_per_s"]:.1f} {r["produce_latency"]["p99_ms"]:.2f} {ticks / hz / g
 EOF
 }
 declare -A RES
+# Warm-up (JIT, page cache, connections) on both, not counted.
+for c in tw kf; do
+    boot=$TW_BOOT; [ $c = kf ] && boot=$KF_BOOT
+    "$PERF" produce --bootstrap-server "$boot" --topic bench --duration 8s --record-size 1024 \
+        --acks 1 --quiet > "$WORK/$c-warmup.txt"
+done
 for acks in -1 1; do
     for c in tw kf; do
         log "$c acks=$acks: ${RUN_SECONDS}s closed loop"

@@ -129,6 +129,17 @@ enum Member {
     Cluster(QuorumHandle),
 }
 
+/// What a member knows of the others' liveness.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeersHeard {
+    /// This member leads (only a leader hears from every member).
+    pub leading: bool,
+    /// How long ago each other member was last heard from, by node id (`None`: never).
+    pub heard: std::collections::BTreeMap<i32, Option<std::time::Duration>>,
+    /// Members whose process is gone: connecting to them was refused.
+    pub gone: std::collections::BTreeSet<i32>,
+}
+
 #[derive(Debug)]
 pub struct MetadataJournal {
     member: Member,
@@ -248,23 +259,23 @@ impl MetadataJournal {
     /// How long ago each other member was last heard from, by node id (`None`: never),
     /// and whether this member leads (only a leader hears from every member). Alone:
     /// nothing to hear.
-    pub fn peers_heard(
-        &self,
-    ) -> (
-        bool,
-        std::collections::BTreeMap<i32, Option<std::time::Duration>>,
-    ) {
+    pub fn peers_heard(&self) -> PeersHeard {
         match &self.member {
-            Member::Alone(_) => (true, Default::default()),
+            Member::Alone(_) => PeersHeard {
+                leading: true,
+                ..PeersHeard::default()
+            },
             Member::Cluster(h) => match h.status() {
-                Some(s) => (
-                    s.leader == Some(s.id),
-                    s.heard
+                Some(s) => PeersHeard {
+                    leading: s.leader == Some(s.id),
+                    heard: s
+                        .heard
                         .into_iter()
                         .map(|(id, ago)| (node_id_of(id), ago))
                         .collect(),
-                ),
-                None => (false, Default::default()),
+                    gone: s.refused.into_iter().map(node_id_of).collect(),
+                },
+                None => PeersHeard::default(),
             },
         }
     }

@@ -63,6 +63,8 @@ pub struct Status {
     /// How long ago each peer was last heard from (a leader hears every live member at
     /// each heartbeat; a follower mostly the leader). `None`: never since start.
     pub heard: BTreeMap<u64, Option<Duration>>,
+    /// Peers whose last connection attempt was refused: no process listens there.
+    pub refused: std::collections::BTreeSet<u64>,
 }
 
 /// The owner's side of a running member.
@@ -147,17 +149,32 @@ fn read_frame(stream: &mut TcpStream) -> std::io::Result<Message> {
 }
 
 /// The writer of one peer: connects (again) when needed, sends what the queue holds.
-fn peer_writer(to: u64, addr: SocketAddr, queue: Receiver<Message>, stop: Arc<AtomicBool>) {
+/// `refused` says whether the last connection attempt was refused: nothing listens at
+/// the peer's address, so its process is gone (a cut network times out instead).
+fn peer_writer(
+    to: u64,
+    addr: SocketAddr,
+    queue: Receiver<Message>,
+    stop: Arc<AtomicBool>,
+    refused: Arc<AtomicBool>,
+) {
     let mut conn: Option<TcpStream> = None;
     while let Ok(m) = queue.recv() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
         if conn.is_none() {
-            conn = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).ok();
-            if let Some(c) = &conn {
-                let _ = c.set_nodelay(true);
-                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(c) => {
+                    let _ = c.set_nodelay(true);
+                    let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+                    refused.store(false, Ordering::SeqCst);
+                    conn = Some(c);
+                }
+                Err(e) => {
+                    let gone = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                    refused.store(gone, Ordering::SeqCst);
+                }
             }
         }
         let Some(stream) = conn.as_mut() else {
@@ -232,18 +249,30 @@ pub fn start(
             .map_err(os_error("spawn", "the quorum listener"))?;
     }
     let mut peers: HashMap<u64, SyncSender<Message>> = HashMap::new();
+    let mut refusals: BTreeMap<u64, Arc<AtomicBool>> = BTreeMap::new();
     for (&peer, &peer_addr) in voters.iter().filter(|(p, _)| **p != id) {
         let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
         let stop = Arc::clone(&stop);
+        let refused = Arc::new(AtomicBool::new(false));
+        refusals.insert(peer, Arc::clone(&refused));
         let _ = std::thread::Builder::new()
             .name(format!("quorum-send-{id}-{peer}"))
-            .spawn(move || peer_writer(peer, peer_addr, rx, stop));
+            .spawn(move || peer_writer(peer, peer_addr, rx, stop, refused));
         peers.insert(peer, tx);
     }
     let loop_stop = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name(format!("quorum-{id}"))
-        .spawn(move || run(node, events, committed_tx, peers, timing, loop_stop))
+        .spawn(move || {
+            run(
+                node,
+                events,
+                committed_tx,
+                (peers, refusals),
+                timing,
+                loop_stop,
+            )
+        })
         .map_err(os_error("spawn", "the quorum thread"))?;
     Ok(QuorumHandle {
         events: events_tx,
@@ -254,11 +283,16 @@ pub fn start(
     })
 }
 
+type Peers = (
+    HashMap<u64, SyncSender<Message>>,
+    BTreeMap<u64, Arc<AtomicBool>>,
+);
+
 fn run(
     mut node: QuorumNode,
     events: Receiver<Event>,
     committed: Sender<Entry>,
-    peers: HashMap<u64, SyncSender<Message>>,
+    (peers, refusals): Peers,
     timing: QuorumTiming,
     stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
@@ -313,6 +347,11 @@ fn run(
                     heard: heard
                         .iter()
                         .map(|(id, at)| (*id, at.map(|t| t.elapsed())))
+                        .collect(),
+                    refused: refusals
+                        .iter()
+                        .filter(|(_, r)| r.load(Ordering::SeqCst))
+                        .map(|(id, _)| *id)
                         .collect(),
                 });
             }
