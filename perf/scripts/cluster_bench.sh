@@ -2,7 +2,7 @@
 # Replication end to end (issue 17), Twinlog beside Apache Kafka 4.1 on this machine:
 # three Twinlog nodes and three Kafka nodes (each a KRaft-style broker+controller, one
 # metadata quorum per cluster) on loopback; on each cluster an 8-partition topic with
-# replication factor 3 and min.insync.replicas=2; the same twinlog-perf producer (1 KiB
+# replication factor 3, min.insync.replicas=2 and 256 MiB retention per partition; the same twinlog-perf producer (1 KiB
 # records, closed loop, RUN_SECONDS) with acks=-1 and then acks=1. Reported per run:
 # throughput, p99 produce latency, and CPU seconds per GB (after an 8 s warm-up on each) (utime+stime of the cluster's
 # three processes over the run, from /proc). Then, on each cluster: the time from a
@@ -65,6 +65,7 @@ start_twinlog() {
 "offsets.topic.num.partitions" = 8
 "transaction.state.log.num.partitions" = 4
 "broker.session.timeout.ms" = $SESSION_TIMEOUT_MS
+"log.retention.check.interval.ms" = 5000
 EOF
     NO_COLOR=1 "$TWINLOG" serve --config "$WORK/tw$i/twinlog.toml" --data-dir "$WORK/tw$i/data" \
         --listen "127.0.0.1:${TW_PORT[$i]}" >> "$WORK/tw$i/log" 2>&1 &
@@ -96,6 +97,7 @@ offsets.topic.num.partitions=8
 transaction.state.log.num.partitions=4
 broker.session.timeout.ms=$SESSION_TIMEOUT_MS
 group.initial.rebalance.delay.ms=0
+log.retention.check.interval.ms=5000
 EOF
     bash "$KAFKA_SH" java kafka.tools.StorageTool format -t "$CLUSTER_ID" \
         -c "$WORK/kf$i/server.properties" > "$WORK/kf$i/format.log" 2>&1
@@ -125,8 +127,10 @@ wait_isr() { # BOOT TOPIC: every partition's ISR has 3 members
 }
 for c in tw kf; do
     boot=$TW_BOOT; [ $c = kf ] && boot=$KF_BOOT
+    # Retention keeps the disk bounded (about 8 x 320 MiB per replica) over every run.
     until topics "$boot" --create --topic bench --partitions 8 --replication-factor 3 \
-        --config min.insync.replicas=2 >/dev/null 2>&1 || topics "$boot" --list | grep -qx bench; do sleep 1; done
+        --config min.insync.replicas=2 --config retention.bytes=268435456 \
+        --config segment.bytes=67108864 >/dev/null 2>&1 || topics "$boot" --list | grep -qx bench; do sleep 1; done
     sleep 2; wait_isr "$boot" bench
 done
 
