@@ -120,9 +120,16 @@ fn bootstrap_all(nodes: &[Option<Broker>]) -> String {
 /// CreateTopics through any node (non-leaders forward), retried over elections.
 fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: &[(&str, &str)]) {
     let started = Instant::now();
+    let mut last = None;
     loop {
         for n in nodes.iter().flatten() {
-            let Some(mut c) = connect(&n.bootstrap()) else {
+            // A forwarded change may take a few seconds while the quorum elects.
+            let Some(mut c) = dataplane::client::BlockingConnection::connect(
+                &n.bootstrap(),
+                "replication-test",
+                Duration::from_secs(15),
+            )
+            .ok() else {
                 continue;
             };
             let req = CreateTopicsRequest::default()
@@ -141,7 +148,14 @@ fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: 
                             })
                             .collect(),
                     )]);
-            if let Ok(r) = c.send(&req, 5) {
+            let answer = c.send(&req, 5);
+            last = Some(format!(
+                "{:?}",
+                answer
+                    .as_ref()
+                    .map(|r| (r.topics[0].error_code, r.topics[0].error_message.clone()))
+            ));
+            if let Ok(r) = answer {
                 match r.topics[0].error_code {
                     0 | 36 => return,
                     // Timed out, not the controller, or not every broker registered yet.
@@ -154,8 +168,14 @@ fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: 
             }
         }
         assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "{name} not created"
+            started.elapsed() < Duration::from_secs(45),
+            "{name} not created (last answer: {last:?})\n{}",
+            nodes
+                .iter()
+                .flatten()
+                .map(|n| n.log_tail(25))
+                .collect::<Vec<_>>()
+                .join("\n")
         );
         thread::sleep(Duration::from_millis(200));
     }
