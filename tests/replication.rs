@@ -308,23 +308,7 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let acks = dir.path().join("acks");
     let total = 30_000u32;
-    let a = [
-        s("--bootstrap"),
-        bootstrap_all(&nodes),
-        s("--topic"),
-        s(topic),
-        s("--count"),
-        s(total),
-        s("--partitions"),
-        s("3"),
-        s("--ack-file"),
-        acks.display().to_string(),
-        s("--rate"),
-        s("4000"),
-        s("--timeout"),
-        s("150"),
-    ];
-    let mut producer = spawn_python(&py, "ck_produce.py", &args(&a), dir.path(), "producer");
+    let mut producer = spawn_producer(&py, &nodes, topic, total, 4000, &acks, dir.path());
     // The Java producer on a topic of its own, through the same failover.
     let java = support::kafka::missing_kafka().is_none();
     let java_acks = dir.path().join("java-acks");
@@ -440,9 +424,56 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
         support::kafka::expect_ok(&out, "Java consumer check after the failover");
         assert_replicas_identical(&nodes, java_topic, 3);
     }
+    let out = check_acknowledged(&py, &nodes, topic, total, &acks);
+    assert_success(&out, nodes[survivor].as_ref().expect("survivor"));
+    assert_replicas_identical(&nodes, topic, 3);
+    for n in nodes.iter().flatten() {
+        n.assert_healthy();
+    }
+}
+
+/// librdkafka (confluent-kafka) producing records 0..`total` of `topic` (3 partitions)
+/// at `rate` records/s, idempotent with acks=all, acknowledgements into `acks`.
+fn spawn_producer(
+    py: &Path,
+    nodes: &[Option<Broker>],
+    topic: &str,
+    total: u32,
+    rate: u32,
+    acks: &Path,
+    dir: &Path,
+) -> std::process::Child {
+    let a = [
+        s("--bootstrap"),
+        bootstrap_all(nodes),
+        s("--topic"),
+        s(topic),
+        s("--count"),
+        s(total),
+        s("--partitions"),
+        s("3"),
+        s("--ack-file"),
+        acks.display().to_string(),
+        s("--rate"),
+        s(rate),
+        s("--timeout"),
+        s("150"),
+    ];
+    spawn_python(py, "ck_produce.py", &args(&a), dir, "producer")
+}
+
+/// librdkafka reads `topic` back: records 0..`total`, each once, every acknowledged
+/// one at its offset.
+fn check_acknowledged(
+    py: &Path,
+    nodes: &[Option<Broker>],
+    topic: &str,
+    total: u32,
+    acks: &Path,
+) -> support::CmdOutput {
     let check = [
         s("--bootstrap"),
-        bootstrap_all(&nodes),
+        bootstrap_all(nodes),
         s("--topic"),
         s(topic),
         s("--partitions"),
@@ -452,12 +483,7 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
         s("--ack-file"),
         acks.display().to_string(),
     ];
-    let out = run_python(&py, "ck_check.py", &args(&check), Duration::from_secs(120));
-    assert_success(&out, nodes[survivor].as_ref().expect("survivor"));
-    assert_replicas_identical(&nodes, topic, 3);
-    for n in nodes.iter().flatten() {
-        n.assert_healthy();
-    }
+    run_python(py, "ck_check.py", &args(&check), Duration::from_secs(120))
 }
 
 /// Starts a Java test client in the background, its output in `dir/name.std{out,err}`.
@@ -640,23 +666,7 @@ fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
     let dir = tempfile::tempdir().expect("tempdir");
     let acks = dir.path().join("acks");
     let total = 40_000u32;
-    let a = [
-        s("--bootstrap"),
-        bootstrap_all(&nodes),
-        s("--topic"),
-        s(topic),
-        s("--count"),
-        s(total),
-        s("--partitions"),
-        s("3"),
-        s("--ack-file"),
-        acks.display().to_string(),
-        s("--rate"),
-        s("2500"),
-        s("--timeout"),
-        s("150"),
-    ];
-    let mut producer = spawn_python(&py, "ck_produce.py", &args(&a), dir.path(), "producer");
+    let mut producer = spawn_producer(&py, &nodes, topic, total, 2500, &acks, dir.path());
     for i in 0..3 {
         let before = count_lines(&acks);
         let started = Instant::now();
@@ -677,19 +687,7 @@ fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
         count_lines(&acks),
         read_logs(dir.path(), "producer")
     );
-    let check = [
-        s("--bootstrap"),
-        bootstrap_all(&nodes),
-        s("--topic"),
-        s(topic),
-        s("--partitions"),
-        s("3"),
-        s("--range"),
-        format!("0:{total}"),
-        s("--ack-file"),
-        acks.display().to_string(),
-    ];
-    let out = run_python(&py, "ck_check.py", &args(&check), Duration::from_secs(120));
+    let out = check_acknowledged(&py, &nodes, topic, total, &acks);
     assert_success(&out, nodes[0].as_ref().expect("node 0"));
     assert_replicas_identical(&nodes, topic, 3);
     for n in nodes.iter().flatten() {

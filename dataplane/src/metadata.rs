@@ -164,6 +164,25 @@ impl MetadataImage {
         node == self.node_id || (self.brokers.contains_key(&node) && !self.fenced.contains(&node))
     }
 
+    /// KIP-951's endpoints of `nodes`: (id, host, port, rack), the unknown ones left out.
+    pub fn endpoints(
+        &self,
+        nodes: impl IntoIterator<Item = i32>,
+    ) -> Vec<(i32, String, i32, Option<String>)> {
+        nodes
+            .into_iter()
+            .filter_map(|id| {
+                let addr = self.broker_address(id)?;
+                Some((
+                    id,
+                    addr.ip().to_string(),
+                    i32::from(addr.port()),
+                    self.racks.get(&id).cloned(),
+                ))
+            })
+            .collect()
+    }
+
     /// Where clients reach broker `node`.
     pub fn broker_address(&self, node: i32) -> Option<SocketAddr> {
         if node == self.node_id {

@@ -407,17 +407,15 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     }
     let mut resp = FetchResponse::default().with_responses(topics);
     if version >= 16 {
-        resp.node_endpoints = endpoints
+        resp.node_endpoints = image
+            .endpoints(endpoints)
             .into_iter()
-            .filter_map(|id| {
-                let addr = image.broker_address(id)?;
-                Some(
-                    NodeEndpoint::default()
-                        .with_node_id(BrokerId(id))
-                        .with_host(crate::api::str_bytes(addr.ip().to_string()))
-                        .with_port(i32::from(addr.port()))
-                        .with_rack(image.racks.get(&id).cloned().map(crate::api::str_bytes)),
-                )
+            .map(|(id, host, port, rack)| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(id))
+                    .with_host(crate::api::str_bytes(host))
+                    .with_port(port)
+                    .with_rack(rack.map(crate::api::str_bytes))
             })
             .collect();
     }

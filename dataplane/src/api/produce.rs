@@ -357,17 +357,15 @@ pub async fn handle(
         .collect();
     let mut response = ProduceResponse::default().with_responses(responses);
     if version >= 10 {
-        response.node_endpoints = endpoints
+        response.node_endpoints = image
+            .endpoints(endpoints)
             .into_iter()
-            .filter_map(|id| {
-                let addr = image.broker_address(id)?;
-                Some(
-                    NodeEndpoint::default()
-                        .with_node_id(BrokerId(id))
-                        .with_host(str_bytes(addr.ip().to_string()))
-                        .with_port(i32::from(addr.port()))
-                        .with_rack(image.racks.get(&id).cloned().map(str_bytes)),
-                )
+            .map(|(id, host, port, rack)| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(id))
+                    .with_host(str_bytes(host))
+                    .with_port(port)
+                    .with_rack(rack.map(str_bytes))
             })
             .collect();
     }
