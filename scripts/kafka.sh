@@ -182,6 +182,7 @@ tool_class() {
         kafka-log-dirs) echo org.apache.kafka.tools.LogDirsCommand ;;
         kafka-leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;
         kafka-reassign-partitions) echo org.apache.kafka.tools.reassign.ReassignPartitionsCommand ;;
+        kafka-metadata-quorum) echo org.apache.kafka.tools.MetadataQuorumCommand ;;
         connect-mirror-maker) echo org.apache.kafka.connect.mirror.MirrorMaker ;;
         *) die "unknown tool $1" ;;
     esac

@@ -10,7 +10,8 @@
 //!   acks=all with `min.insync.replicas = 3` is refused with NOT_ENOUGH_REPLICAS while
 //!   acks=1 goes on; healed, it catches up, rejoins, and acks=all works again;
 //! * the active controller cut off: the other two elect a new one and admin requests go
-//!   on; healed, the old one follows the new metadata;
+//!   on; healed, the old one follows the new metadata (`kafka-metadata-quorum describe`
+//!   names the leader and the voters first);
 //! * a rolling restart (SIGTERM, so each node moves its leaderships away first) of all
 //!   three nodes under acks=all load loses no acknowledged record;
 //! * a topic on one node grows to three replicas with `kafka-reassign-partitions`, and
@@ -594,6 +595,42 @@ fn a_cut_off_controller_is_replaced_and_admin_requests_go_on() {
     create_topic(&nodes, "first", 1, &[]);
     let n0 = nodes[0].as_ref().expect("node 0");
     let active = controller_of(n0);
+    // kafka-metadata-quorum names the same leader and all three voters.
+    if support::kafka::missing_kafka().is_none() {
+        let out = support::kafka::run_tool(
+            "kafka-metadata-quorum",
+            &[
+                "--bootstrap-server",
+                &n0.bootstrap(),
+                "describe",
+                "--status",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-metadata-quorum describe --status");
+        let field = |name: &str| {
+            out.stdout
+                .lines()
+                .find(|l| l.trim_start().starts_with(name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(field("LeaderId"), active.to_string(), "{}", out.stdout);
+        let voters = field("CurrentVoters");
+        for id in 0..3 {
+            assert!(
+                voters.contains(&format!("\"id\": {id}")) || voters.contains(&format!("{id}")),
+                "{}",
+                out.stdout
+            );
+        }
+        eprintln!(
+            "[replication] kafka-metadata-quorum: {}",
+            out.stdout.replace('\n', " | ")
+        );
+    }
     net.cut(active, nodes[active].as_ref().expect("active"));
     let other = (0..3).find(|i| *i != active).expect("other");
     let other_node = nodes[other].as_ref().expect("other");

@@ -623,6 +623,9 @@ impl<P: PartitionOps> Controller<P> {
         if matches!(request, AdminRequest::ControlledShutdown) {
             self.shutting_down = true;
         }
+        if matches!(request, AdminRequest::DescribeQuorum) {
+            return AdminResponse::Quorum(self.journal.describe());
+        }
         // Conditional records any member may propose: through the leader, unanswered
         // (the asker sees the outcome in a later image).
         let forwardable = self.state.forwardable_records(request);
@@ -771,6 +774,7 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::AlterMirrorConfigs { .. } => "mirror configs changed",
         AdminRequest::AlterPartitionReassignments { .. } => "partition reassignment",
         AdminRequest::ElectLeaders { .. } => "leader elected",
+        AdminRequest::DescribeQuorum => return,
     };
     for r in results {
         if r.error_code == 0 {

@@ -831,6 +831,7 @@ impl ControllerState {
                 preferred,
                 partitions,
             } => self.plan_elect_leaders(*preferred, partitions.as_deref()),
+            AdminRequest::DescribeQuorum => Plan::answer(AdminResponse::Results(Vec::new())),
             AdminRequest::AlterPartition { .. } | AdminRequest::ControlledShutdown => Plan {
                 records: self.forwardable_records(request),
                 response: AdminResponse::Results(Vec::new()),

@@ -102,6 +102,8 @@ pub enum AdminRequest {
     AlterPartitionReassignments {
         partitions: Vec<(crate::types::TopicPartition, Option<Vec<i32>>)>,
     },
+    /// DescribeQuorum: the metadata quorum as this node's controller sees it.
+    DescribeQuorum,
     /// Kafka's ElectLeaders: the preferred replica (`preferred`) or, unclean, any live
     /// replica leads; `None`: every partition. One result per partition considered.
     ElectLeaders {
@@ -151,6 +153,22 @@ pub enum AdminResponse {
     ProducerIds { first: i64, count: i64 },
     /// The whole request failed (e.g. the metadata log could not be written).
     Failed { error_code: i16, message: String },
+    /// DescribeQuorum's answer.
+    Quorum(QuorumDescription),
+}
+
+/// The metadata quorum as one controller sees it (Kafka's DescribeQuorum).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuorumDescription {
+    /// Node id of the leader, if known.
+    pub leader: Option<i32>,
+    /// The Raft term (Kafka's leader epoch of the metadata partition).
+    pub epoch: i32,
+    /// The commit index (Kafka's high watermark of the metadata log).
+    pub high_watermark: i64,
+    /// Each voter: node id, its log end as known here (-1: unknown), and how long ago it
+    /// was last heard from.
+    pub voters: Vec<(i32, i64, Option<std::time::Duration>)>,
 }
 
 /// How the data plane reaches the controller. Implementations must be callable from any

@@ -280,6 +280,45 @@ impl MetadataJournal {
         }
     }
 
+    /// The quorum as this member sees it (DescribeQuorum).
+    pub fn describe(&self) -> dataplane::controller::QuorumDescription {
+        let (id, leader, term, committed, progress, heard) = match &self.member {
+            Member::Alone(node) => (
+                node.id(),
+                node.leader(),
+                node.term(),
+                node.committed(),
+                node.progress(),
+                std::collections::BTreeMap::new(),
+            ),
+            Member::Cluster(h) => match h.status() {
+                Some(s) => (s.id, s.leader, s.term, s.committed, s.progress, s.heard),
+                None => return dataplane::controller::QuorumDescription::default(),
+            },
+        };
+        let known: std::collections::BTreeMap<u64, u64> = progress.into_iter().collect();
+        let mut voters: Vec<(i32, i64, Option<std::time::Duration>)> = heard
+            .keys()
+            .chain(std::iter::once(&id))
+            .map(|v| {
+                let end = known.get(v).map_or(-1, |e| *e as i64);
+                let ago = if *v == id {
+                    Some(std::time::Duration::ZERO)
+                } else {
+                    heard.get(v).copied().flatten()
+                };
+                (node_id_of(*v), end, ago)
+            })
+            .collect();
+        voters.sort_unstable_by_key(|v| v.0);
+        dataplane::controller::QuorumDescription {
+            leader: leader.map(node_id_of),
+            epoch: term as i32,
+            high_watermark: committed as i64,
+            voters,
+        }
+    }
+
     /// Whether this journal is one member of several.
     pub fn in_quorum(&self) -> bool {
         matches!(self.member, Member::Cluster(_))

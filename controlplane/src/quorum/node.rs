@@ -139,6 +139,24 @@ impl QuorumNode {
         self.raw.raft.term
     }
 
+    /// Each voter's log end as this member knows it: every voter's matched index when
+    /// leading, its own last index otherwise.
+    pub fn progress(&self) -> Vec<(u64, u64)> {
+        if self.is_leader() {
+            let mut all: Vec<(u64, u64)> = self
+                .raw
+                .raft
+                .prs()
+                .iter()
+                .map(|(id, p)| (*id, p.matched))
+                .collect();
+            all.sort_unstable();
+            all
+        } else {
+            vec![(self.id(), self.last_index())]
+        }
+    }
+
     pub fn store(&self) -> &RaftStore {
         &self.store
     }

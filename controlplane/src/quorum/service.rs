@@ -65,6 +65,8 @@ pub struct Status {
     pub heard: BTreeMap<u64, Option<Duration>>,
     /// Peers whose last connection attempt was refused: no process listens there.
     pub refused: std::collections::BTreeSet<u64>,
+    /// Each voter's log end as this member knows it (`QuorumNode::progress`).
+    pub progress: Vec<(u64, u64)>,
 }
 
 /// The owner's side of a running member.
@@ -353,6 +355,7 @@ fn run(
                         .filter(|(_, r)| r.load(Ordering::SeqCst))
                         .map(|(id, _)| *id)
                         .collect(),
+                    progress: node.progress(),
                 });
             }
             Err(RecvTimeoutError::Timeout) => {}
