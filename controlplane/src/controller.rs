@@ -1012,6 +1012,7 @@ mod tests {
         create(&mut c, vec![topic("a", 1, &[])]);
         let r = results(c.handle(&AdminRequest::CreatePartitions {
             topics: vec![("a".into(), 4)],
+            assignments: Vec::new(),
             validate_only: true,
         }));
         assert_eq!(codes(&r), vec![0]);
@@ -1119,6 +1120,7 @@ mod tests {
         c.ops().take();
         let r = results(c.handle(&AdminRequest::CreatePartitions {
             topics: vec![("a".into(), 5), ("missing".into(), 2)],
+            assignments: Vec::new(),
             validate_only: false,
         }));
         assert_eq!(
@@ -1148,6 +1150,7 @@ mod tests {
         for n in [5, 4] {
             let r = results(c.handle(&AdminRequest::CreatePartitions {
                 topics: vec![("a".into(), n)],
+                assignments: Vec::new(),
                 validate_only: false,
             }));
             assert_eq!(r[0].error_code, code(ResponseError::InvalidPartitions));
@@ -1425,6 +1428,7 @@ mod tests {
         });
         c.handle(&AdminRequest::CreatePartitions {
             topics: vec![("c".into(), 4)],
+            assignments: Vec::new(),
             validate_only: false,
         });
         c.handle(&AdminRequest::AlterTopicConfigs {

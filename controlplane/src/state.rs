@@ -532,6 +532,22 @@ impl ControllerState {
         Ok(())
     }
 
+    /// Explicit replica lists for new partitions of a topic with `factor` replicas each.
+    fn check_new_assignments(
+        &self,
+        lists: &[Vec<i32>],
+        factor: usize,
+    ) -> Result<Vec<Vec<i32>>, String> {
+        self.check_assignments(lists)?;
+        if let Some(bad) = lists.iter().find(|l| l.len() != factor) {
+            return Err(format!(
+                "Inconsistent replication factor between partitions: the topic has {factor} replicas per partition, the assignment {bad:?} has {}",
+                bad.len()
+            ));
+        }
+        Ok(lists.to_vec())
+    }
+
     /// Kafka's partition state machine after broker changes: every partition whose
     /// leader cannot lead any more (fenced, shutting down, none) gets the first live ISR
     /// member in replica order (a live replica out of the ISR only with
@@ -788,8 +804,9 @@ impl ControllerState {
             AdminRequest::DeleteTopics { names } => self.plan_delete_topics(names),
             AdminRequest::CreatePartitions {
                 topics,
+                assignments,
                 validate_only,
-            } => self.plan_create_partitions(topics, *validate_only),
+            } => self.plan_create_partitions(topics, assignments, *validate_only),
             AdminRequest::AlterTopicConfigs {
                 topic,
                 configs,
@@ -1032,7 +1049,12 @@ impl ControllerState {
         plan
     }
 
-    fn plan_create_partitions(&self, topics: &[(String, i32)], validate_only: bool) -> Plan {
+    fn plan_create_partitions(
+        &self,
+        topics: &[(String, i32)],
+        assignments: &[(String, Vec<Vec<i32>>)],
+        validate_only: bool,
+    ) -> Plan {
         let duplicates = duplicates(topics.iter().map(|(n, _)| n.as_str()));
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
         let mut results = Vec::with_capacity(topics.len());
@@ -1066,8 +1088,25 @@ impl ControllerState {
                     )
                 } else {
                     let factor = topic.partitions.first().map_or(1, |p| p.replicas.len());
-                    let factor = i16::try_from(factor).unwrap_or(i16::MAX);
-                    match self.place_replicas(name, current, count - current, factor) {
+                    let explicit = assignments.iter().find(|(n, _)| n == name).map(|(_, a)| a);
+                    let placed = match explicit {
+                        Some(lists) if lists.len() as i32 != count - current => Err(format!(
+                            "Increasing the number of partitions by {} but {} assignments provided.",
+                            count - current,
+                            lists.len()
+                        )),
+                        Some(lists) => self.check_new_assignments(lists, factor),
+                        None => self.place_replicas(
+                            name,
+                            current,
+                            count - current,
+                            i16::try_from(factor).unwrap_or(i16::MAX),
+                        ),
+                    };
+                    match placed {
+                        Err(m) if explicit.is_some() => {
+                            fail(ResponseError::InvalidReplicaAssignment, m)
+                        }
                         Err(m) => fail(ResponseError::InvalidReplicationFactor, m),
                         Ok(assignment) => {
                             if !validate_only {

@@ -32,6 +32,9 @@ pub enum AdminRequest {
     /// Grow topics to `count` partitions each.
     CreatePartitions {
         topics: Vec<(String, i32)>,
+        /// Explicit replica lists of the new partitions, by topic (a topic not listed:
+        /// placed by the controller).
+        assignments: Vec<(String, Vec<Vec<i32>>)>,
         validate_only: bool,
     },
     /// Replace (`incremental == false`, AlterConfigs) or change (IncrementalAlterConfigs:

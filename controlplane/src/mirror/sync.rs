@@ -1152,6 +1152,7 @@ impl MirrorSync {
         }
         self.admin(AdminRequest::CreatePartitions {
             topics: grow,
+            assignments: Vec::new(),
             validate_only: false,
         })
         .await

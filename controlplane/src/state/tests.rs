@@ -541,3 +541,32 @@ fn a_guarded_batch_applies_only_if_nothing_committed_since_it_was_planned() {
     assert!(state.topic("u").is_some());
     assert_eq!(state.guard_outcome(3), None);
 }
+
+#[test]
+fn new_partitions_take_explicit_replica_lists_of_the_topics_factor() {
+    let mut state = cluster(3);
+    create(&mut state, "t", 1, 2);
+    let grow = |assignments: Vec<Vec<i32>>, count: i32| AdminRequest::CreatePartitions {
+        topics: vec![("t".into(), count)],
+        assignments: vec![("t".into(), assignments)],
+        validate_only: false,
+    };
+    assert_eq!(
+        plan_apply(&mut state, grow(vec![vec![2, 1, 0]], 2)),
+        vec![ResponseError::InvalidReplicaAssignment.code()],
+        "three replicas for a topic of two"
+    );
+    assert_eq!(
+        plan_apply(&mut state, grow(vec![vec![2, 9]], 2)),
+        vec![ResponseError::InvalidReplicaAssignment.code()],
+        "an unknown broker"
+    );
+    assert_eq!(
+        plan_apply(&mut state, grow(vec![vec![2, 1]], 3)),
+        vec![ResponseError::InvalidReplicaAssignment.code()],
+        "two new partitions, one list"
+    );
+    assert_eq!(plan_apply(&mut state, grow(vec![vec![2, 1]], 2)), vec![0]);
+    let p = partition(&state, "t", 1);
+    assert_eq!((p.replicas.clone(), p.leader), (vec![2, 1], 2));
+}

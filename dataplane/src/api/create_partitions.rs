@@ -1,7 +1,7 @@
 //! CreatePartitions (37). Topics go to the controller as one
-//! `AdminRequest::CreatePartitions`. Manual assignments are accepted when they place each
-//! new partition on this node alone, which is what a single node does anyway; anything
-//! else is INVALID_REPLICA_ASSIGNMENT, as Kafka answers for brokers it does not have.
+//! `AdminRequest::CreatePartitions`, with manual assignments (one replica list per new
+//! partition) when given: their count and shape are checked here, the brokers and the
+//! replication factor by the controller (INVALID_REPLICA_ASSIGNMENT, as Kafka).
 //! A topic in a mirror (not yet failed over) takes its partition count from the source
 //! (reference §6, "partition counts follow the source": the mirror's metadata sync
 //! grows it): a client's CreatePartitions on it is INVALID_REQUEST.
@@ -23,7 +23,6 @@ fn check_assignments(
     count: i32,
     current: Option<i32>,
     assignments: Option<&[Vec<i32>]>,
-    node_id: i32,
 ) -> Result<(), String> {
     // An empty list is what some clients send for "no assignment".
     let Some(assignments) = assignments.filter(|a| !a.is_empty()) else {
@@ -38,12 +37,15 @@ fn check_assignments(
             ));
         }
     }
-    match assignments.iter().find(|b| b.as_slice() != [node_id]) {
-        Some(brokers) => Err(format!(
-            "Replica assignment {brokers:?} is not [{node_id}], the only broker of this cluster"
-        )),
-        None => Ok(()),
+    for brokers in assignments {
+        let distinct: std::collections::BTreeSet<i32> = brokers.iter().copied().collect();
+        if brokers.is_empty() || distinct.len() != brokers.len() {
+            return Err(format!(
+                "Replica assignment {brokers:?} is empty or repeats a broker"
+            ));
+        }
     }
+    Ok(())
 }
 
 pub async fn handle(
@@ -55,6 +57,7 @@ pub async fn handle(
     // (name, answer already known).
     let mut order: Vec<(String, Option<AdminResult>)> = Vec::with_capacity(request.topics.len());
     let mut forward: Vec<(String, i32)> = Vec::new();
+    let mut explicit: Vec<(String, Vec<Vec<i32>>)> = Vec::new();
     for t in request.topics {
         let name = t.name.0.to_string();
         let current = image
@@ -80,8 +83,11 @@ pub async fn handle(
             order.push((name, Some(r)));
             continue;
         }
-        match check_assignments(t.count, current, assignments.as_deref(), image.node_id) {
+        match check_assignments(t.count, current, assignments.as_deref()) {
             Ok(()) => {
+                if let Some(a) = assignments.filter(|a| !a.is_empty()) {
+                    explicit.push((name.clone(), a));
+                }
                 forward.push((name.clone(), t.count));
                 order.push((name, None));
             }
@@ -100,6 +106,7 @@ pub async fn handle(
         ctx,
         AdminRequest::CreatePartitions {
             topics: forward,
+            assignments: explicit,
             validate_only: request.validate_only,
         },
         &names,
@@ -130,19 +137,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn assignments_must_place_new_partitions_on_this_node() {
-        assert_eq!(check_assignments(4, Some(2), None, 0), Ok(()));
-        assert_eq!(check_assignments(4, Some(2), Some(&[]), 0), Ok(()));
+    fn assignments_give_one_list_of_distinct_brokers_per_new_partition() {
+        assert_eq!(check_assignments(4, Some(2), None), Ok(()));
+        assert_eq!(check_assignments(4, Some(2), Some(&[])), Ok(()));
         assert_eq!(
-            check_assignments(4, Some(2), Some(&[vec![0], vec![0]]), 0),
+            check_assignments(4, Some(2), Some(&[vec![0, 1], vec![1, 2]])),
             Ok(())
         );
-        assert!(check_assignments(4, Some(2), Some(&[vec![0]]), 0).is_err());
-        assert!(check_assignments(3, Some(2), Some(&[vec![1]]), 0).is_err());
-        assert!(check_assignments(3, Some(2), Some(&[vec![0, 0]]), 0).is_err());
+        assert!(check_assignments(4, Some(2), Some(&[vec![0]])).is_err());
+        assert!(check_assignments(3, Some(2), Some(&[vec![0, 0]])).is_err());
+        assert!(check_assignments(3, Some(2), Some(&[vec![]])).is_err());
         // Unknown topic or a shrinking count: left to the controller's answer.
-        assert_eq!(check_assignments(3, None, Some(&[vec![0]]), 0), Ok(()));
-        assert_eq!(check_assignments(1, Some(2), Some(&[vec![0]]), 0), Ok(()));
+        assert_eq!(check_assignments(3, None, Some(&[vec![7]])), Ok(()));
+        assert_eq!(check_assignments(1, Some(2), Some(&[vec![0]])), Ok(()));
     }
 }
 
@@ -177,9 +184,8 @@ mod handler_tests {
                 CreatePartitionsTopic::default()
                     .with_name(topic_name("b"))
                     .with_count(3)
-                    .with_assignments(Some(vec![
-                        CreatePartitionsAssignment::default().with_broker_ids(vec![BrokerId(5)])
-                    ])),
+                    .with_assignments(Some(vec![CreatePartitionsAssignment::default()
+                        .with_broker_ids(vec![BrokerId(5), BrokerId(5)])])),
             ]);
             let r = futures::executor::block_on(handle(&ctx, req, v));
             assert_eq!(r.results[0].error_code, 0);
