@@ -796,35 +796,10 @@ fn a_topic_on_one_node_grows_to_three_with_kafka_reassign_partitions() {
             {"topic":"grow","partition":1,"replicas":[1,2,0]},
             {"topic":"grow","partition":2,"replicas":[2,0,1]}]}"#,
     );
-    let out = support::kafka::run_tool(
-        "kafka-reassign-partitions",
-        &[
-            "--bootstrap-server",
-            &via,
-            "--reassignment-json-file",
-            &plan.1,
-            "--execute",
-        ],
-        None,
-        Duration::from_secs(60),
-    );
-    support::kafka::expect_ok(&out, "kafka-reassign-partitions --execute");
+    reassign_tool(&via, &plan.1, "--execute");
     let started = Instant::now();
     loop {
-        let out = support::kafka::run_tool(
-            "kafka-reassign-partitions",
-            &[
-                "--bootstrap-server",
-                &via,
-                "--reassignment-json-file",
-                &plan.1,
-                "--verify",
-            ],
-            None,
-            Duration::from_secs(60),
-        );
-        support::kafka::expect_ok(&out, "kafka-reassign-partitions --verify");
-        let text = out.stdout.clone();
+        let text = reassign_tool(&via, &plan.1, "--verify");
         if text.matches("is completed").count() >= 3 {
             break;
         }
@@ -865,6 +840,25 @@ fn a_topic_on_one_node_grows_to_three_with_kafka_reassign_partitions() {
         thread::sleep(Duration::from_millis(200));
     }
     assert_replicas_identical(&nodes, topic, 3);
+}
+
+/// `kafka-reassign-partitions` with the plan in `file` and `action` (`--execute`,
+/// `--verify`); its stdout.
+fn reassign_tool(bootstrap: &str, file: &str, action: &str) -> String {
+    let out = support::kafka::run_tool(
+        "kafka-reassign-partitions",
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--reassignment-json-file",
+            file,
+            action,
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, &format!("kafka-reassign-partitions {action}"));
+    out.stdout
 }
 
 /// A file in a fresh temporary directory: (the directory, the file's path).

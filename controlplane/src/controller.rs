@@ -223,6 +223,8 @@ pub struct Controller<P: PartitionOps> {
     /// when it last ran.
     rebalance: Option<(std::time::Duration, f64)>,
     rebalanced_at: std::time::Instant,
+    /// The applied-record count the last election pass saw.
+    elections_at: Option<u64>,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -311,6 +313,7 @@ impl<P: PartitionOps> Controller<P> {
                 )
             }),
             rebalanced_at: std::time::Instant::now(),
+            elections_at: None,
         };
         tracing::info!(
             records = controller.state.applied(),
@@ -485,8 +488,12 @@ impl<P: PartitionOps> Controller<P> {
             }
         }
         let mut changed = self.commit_own(liveness);
-        let elections = self.state.election_records();
-        changed |= self.commit_own(elections);
+        // Elections depend on the metadata alone: worked out again only once it moved.
+        if self.elections_at != Some(self.state.applied()) {
+            self.elections_at = Some(self.state.applied());
+            let elections = self.state.election_records();
+            changed |= self.commit_own(elections);
+        }
         if let Some((every, imbalance)) = self.rebalance {
             if self.rebalanced_at.elapsed() >= every {
                 self.rebalanced_at = std::time::Instant::now();

@@ -847,7 +847,7 @@ impl ControllerState {
             AdminRequest::ElectLeaders {
                 preferred,
                 partitions,
-            } => self.plan_elect_leaders(*preferred, partitions.as_deref()),
+            } => self.plan_elect_leaders(*preferred, partitions),
             AdminRequest::DescribeQuorum => Plan::answer(AdminResponse::Results(Vec::new())),
             AdminRequest::AlterPartition { .. } | AdminRequest::ControlledShutdown => Plan {
                 records: self.forwardable_records(request),
@@ -1277,104 +1277,93 @@ impl ControllerState {
         Some((t, p))
     }
 
-    fn plan_reassignments(&self, partitions: &[(TopicPartition, Option<Vec<i32>>)]) -> Plan {
+    /// A plan with one answer per partition of `items`: `change` returns the partition's
+    /// new state (a Partition record), `None` for nothing to change, or the error it is
+    /// answered with; an unknown partition is UNKNOWN_TOPIC_OR_PARTITION.
+    fn plan_partitions<'a, T: 'a>(
+        &self,
+        items: impl ExactSizeIterator<Item = (&'a TopicPartition, T)>,
+        change: impl Fn(
+            &TopicPartition,
+            &PartitionImage,
+            T,
+        ) -> Result<Option<PartitionImage>, (ResponseError, String)>,
+    ) -> Plan {
         let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
-        let mut results = Vec::with_capacity(partitions.len());
-        for (tp, target) in partitions {
-            let label = tp.to_string();
-            let fail =
-                |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
-            let Some((topic, p)) = self.partition_of(tp) else {
-                results.push(fail(
+        let mut results = Vec::with_capacity(items.len());
+        for (tp, item) in items {
+            let outcome = match self.partition_of(tp) {
+                None => Err((
                     ResponseError::UnknownTopicOrPartition,
                     format!("Partition {tp} does not exist"),
-                ));
-                continue;
+                )),
+                Some((topic, p)) => change(tp, p, item).map(|next| {
+                    if let Some(next) = next {
+                        plan.records
+                            .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
+                    }
+                }),
             };
-            let ongoing = !p.adding.is_empty() || !p.removing.is_empty();
-            if let Some(target) = target {
-                let distinct: BTreeSet<i32> = target.iter().copied().collect();
-                if target.is_empty() || distinct.len() != target.len() {
-                    results.push(fail(
-                        ResponseError::InvalidReplicaAssignment,
-                        format!(
-                            "The target replicas {target:?} of {tp} are empty or repeat a broker"
-                        ),
-                    ));
-                    continue;
-                }
-                if let Err(m) = self.check_assignments(std::slice::from_ref(target)) {
-                    results.push(fail(ResponseError::InvalidReplicaAssignment, m));
-                    continue;
-                }
-                if !ongoing && p.replicas == *target {
-                    results.push(AdminResult::ok(label));
-                    continue;
-                }
-            } else if !ongoing {
-                results.push(fail(
-                    ResponseError::NoReassignmentInProgress,
-                    format!("No reassignment of {tp} is in progress"),
-                ));
-                continue;
-            }
-            let next = reassign(p, target.as_deref());
-            let next = elect(&next, |b| self.is_live(b), false).unwrap_or(next);
-            plan.records
-                .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
-            results.push(AdminResult::ok(label));
+            results.push(match outcome {
+                Ok(()) => AdminResult::ok(tp.to_string()),
+                Err((e, m)) => AdminResult::err(tp.to_string(), err_code(e), m),
+            });
         }
         plan.response = AdminResponse::Results(results);
         plan
     }
 
-    fn plan_elect_leaders(&self, preferred: bool, partitions: Option<&[TopicPartition]>) -> Plan {
-        let all: Vec<TopicPartition>;
-        let wanted: &[TopicPartition] = match partitions {
-            Some(p) => p,
-            None => {
-                all = self
-                    .topics
-                    .values()
-                    .flat_map(|t| {
-                        t.partitions
-                            .iter()
-                            .map(|p| TopicPartition::new(t.name.clone(), p.partition))
-                    })
-                    .collect();
-                &all
+    fn plan_reassignments(&self, partitions: &[(TopicPartition, Option<Vec<i32>>)]) -> Plan {
+        let items = partitions
+            .iter()
+            .map(|(tp, target)| (tp, target.as_deref()));
+        self.plan_partitions(items, |tp, p, target| {
+            let ongoing = !p.adding.is_empty() || !p.removing.is_empty();
+            match target {
+                Some(target) => {
+                    let distinct: BTreeSet<i32> = target.iter().copied().collect();
+                    if target.is_empty() || distinct.len() != target.len() {
+                        return Err((
+                            ResponseError::InvalidReplicaAssignment,
+                            format!("The target replicas {target:?} of {tp} are empty or repeat a broker"),
+                        ));
+                    }
+                    self.check_assignments(&[target.to_vec()])
+                        .map_err(|m| (ResponseError::InvalidReplicaAssignment, m))?;
+                    if !ongoing && p.replicas == target {
+                        return Ok(None);
+                    }
+                }
+                None if !ongoing => {
+                    return Err((
+                        ResponseError::NoReassignmentInProgress,
+                        format!("No reassignment of {tp} is in progress"),
+                    ))
+                }
+                None => {}
             }
-        };
-        let mut plan = Plan::answer(AdminResponse::Results(Vec::new()));
-        let mut results = Vec::with_capacity(wanted.len());
-        for tp in wanted {
-            let label = tp.to_string();
-            let fail =
-                |e: ResponseError, m: String| AdminResult::err(label.as_str(), err_code(e), m);
-            let Some((topic, p)) = self.partition_of(tp) else {
-                results.push(fail(
-                    ResponseError::UnknownTopicOrPartition,
-                    format!("Partition {tp} does not exist"),
-                ));
-                continue;
-            };
+            let next = reassign(p, target);
+            Ok(Some(elect(&next, |b| self.is_live(b), false).unwrap_or(next)))
+        })
+    }
+
+    fn plan_elect_leaders(&self, preferred: bool, partitions: &[TopicPartition]) -> Plan {
+        self.plan_partitions(partitions.iter().map(|tp| (tp, ())), |tp, p, ()| {
             let candidate = if preferred {
                 let first = p.replicas.first().copied().unwrap_or(-1);
                 if p.leader == first {
-                    results.push(fail(
+                    return Err((
                         ResponseError::ElectionNotNeeded,
                         format!("{tp} is led by its preferred replica {first}"),
                     ));
-                    continue;
                 }
                 (self.is_live(first) && p.isr.contains(&first)).then_some(first)
             } else {
                 if p.leader >= 0 && self.is_live(p.leader) {
-                    results.push(fail(
+                    return Err((
                         ResponseError::ElectionNotNeeded,
                         format!("{tp} has a live leader"),
                     ));
-                    continue;
                 }
                 p.replicas
                     .iter()
@@ -1382,34 +1371,18 @@ impl ControllerState {
                     .find(|r| self.is_live(*r) && p.isr.contains(r))
                     .or_else(|| p.replicas.iter().copied().find(|r| self.is_live(*r)))
             };
-            let Some(leader) = candidate else {
-                let (e, m) = if preferred {
-                    (
-                        ResponseError::PreferredLeaderNotAvailable,
-                        format!("The preferred replica of {tp} is not live and in sync"),
-                    )
-                } else {
-                    (
-                        ResponseError::EligibleLeadersNotAvailable,
-                        format!("No replica of {tp} is live"),
-                    )
-                };
-                results.push(fail(e, m));
-                continue;
-            };
-            let mut next = p.clone();
-            next.leader = leader;
-            next.leader_epoch += 1;
-            next.partition_epoch += 1;
-            if !next.isr.contains(&leader) {
-                next.isr = vec![leader];
+            match candidate {
+                Some(leader) => Ok(Some(led_by(p, leader))),
+                None if preferred => Err((
+                    ResponseError::PreferredLeaderNotAvailable,
+                    format!("The preferred replica of {tp} is not live and in sync"),
+                )),
+                None => Err((
+                    ResponseError::EligibleLeadersNotAvailable,
+                    format!("No replica of {tp} is live"),
+                )),
             }
-            plan.records
-                .push(MetadataRecord::Partition(partition_record(topic.id, &next)));
-            results.push(AdminResult::ok(label));
-        }
-        plan.response = AdminResponse::Results(results);
-        plan
+        })
     }
 
     /// Kafka's auto leader rebalance: preferred-leader elections for every broker whose
@@ -1442,11 +1415,10 @@ impl ControllerState {
                 {
                     continue;
                 }
-                let mut next = p.clone();
-                next.leader = first;
-                next.leader_epoch += 1;
-                next.partition_epoch += 1;
-                out.push(MetadataRecord::Partition(partition_record(t.id, &next)));
+                out.push(MetadataRecord::Partition(partition_record(
+                    t.id,
+                    &led_by(p, first),
+                )));
             }
         }
         out
@@ -1526,6 +1498,19 @@ pub(crate) fn partition_record(topic_id: uuid::Uuid, p: &PartitionImage) -> Part
         adding: p.adding.clone(),
         removing: p.removing.clone(),
     }
+}
+
+/// `p` led by `leader` at the next leader epoch (in the ISR alone if it was not in it:
+/// an unclean election).
+fn led_by(p: &PartitionImage, leader: i32) -> PartitionImage {
+    let mut next = p.clone();
+    next.leader = leader;
+    next.leader_epoch += 1;
+    next.partition_epoch += 1;
+    if !next.isr.contains(&leader) {
+        next.isr = vec![leader];
+    }
+    next
 }
 
 /// A new partition on `replicas`: the first leads, all are in sync, epochs 0.

@@ -108,10 +108,10 @@ pub enum AdminRequest {
     /// DescribeQuorum: the metadata quorum as this node's controller sees it.
     DescribeQuorum,
     /// Kafka's ElectLeaders: the preferred replica (`preferred`) or, unclean, any live
-    /// replica leads; `None`: every partition. One result per partition considered.
+    /// replica leads. One result per partition.
     ElectLeaders {
         preferred: bool,
-        partitions: Option<Vec<crate::types::TopicPartition>>,
+        partitions: Vec<crate::types::TopicPartition>,
     },
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {

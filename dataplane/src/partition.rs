@@ -102,12 +102,10 @@ pub struct Partition {
     /// The read-only gate: the mirror state the control plane last set (None: never
     /// set since the log was opened).
     mirror_gate: Cell<Option<MirrorPartitionState>>,
-    /// The leader epoch this broker leads the partition at, as the controller last
-    /// committed it: every leader append is stamped with it and requests carrying a
-    /// current leader epoch are fenced against it.
-    leader_epoch: Cell<LeaderEpoch>,
     /// This node's id.
     node_id: i32,
+    /// Who leads and follows, as the controller last committed it: its leader epoch
+    /// stamps every leader append and fences requests naming a current leader epoch.
     leadership: RefCell<Leadership>,
     /// As leader: each follower's state (replicas other than this node).
     followers: RefCell<BTreeMap<i32, FollowerState>>,
@@ -139,7 +137,6 @@ impl Partition {
             log: RwLock::new(log),
             hw_moved: Arc::new(event_listener::Event::new()),
             mirror_gate: Cell::new(None),
-            leader_epoch: Cell::new(leadership.leader_epoch),
             node_id,
             leadership: RefCell::new(leadership),
             followers: RefCell::new(BTreeMap::new()),
@@ -174,9 +171,6 @@ impl Partition {
             return false;
         }
         let new_epoch = next.leader_epoch != old.leader_epoch;
-        if next.leader_epoch > self.leader_epoch.get() {
-            self.leader_epoch.set(next.leader_epoch);
-        }
         *self.leadership.borrow_mut() = next;
         *self.isr_change_asked.borrow_mut() = None;
         if new_epoch {
@@ -326,7 +320,7 @@ impl Partition {
 
     /// The leader epoch leader appends are stamped with.
     pub fn leader_epoch(&self) -> LeaderEpoch {
-        self.leader_epoch.get()
+        self.leadership.borrow().leader_epoch
     }
 
     /// Kafka's current-leader-epoch check (KIP-320) for a request that names the epoch

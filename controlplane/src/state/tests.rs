@@ -450,7 +450,7 @@ fn preferred_leader_election_and_auto_rebalance_give_leadership_back() {
             &mut state,
             AdminRequest::ElectLeaders {
                 preferred: true,
-                partitions: Some(vec![tp.clone()]),
+                partitions: vec![tp.clone()],
             },
         ),
         vec![ResponseError::PreferredLeaderNotAvailable.code()],
@@ -478,7 +478,7 @@ fn preferred_leader_election_and_auto_rebalance_give_leadership_back() {
             &mut state,
             AdminRequest::ElectLeaders {
                 preferred: true,
-                partitions: Some(vec![tp.clone()]),
+                partitions: vec![tp.clone()],
             },
         ),
         vec![0]
@@ -489,7 +489,7 @@ fn preferred_leader_election_and_auto_rebalance_give_leadership_back() {
             &mut state,
             AdminRequest::ElectLeaders {
                 preferred: true,
-                partitions: Some(vec![tp]),
+                partitions: vec![tp],
             },
         ),
         vec![ResponseError::ElectionNotNeeded.code()]

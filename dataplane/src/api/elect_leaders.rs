@@ -52,7 +52,7 @@ pub async fn handle(
         ctx,
         AdminRequest::ElectLeaders {
             preferred,
-            partitions: Some(asked.clone()),
+            partitions: asked.clone(),
         },
         &names,
     )
