@@ -130,8 +130,11 @@ pub struct BrokerConfig {
     /// `log.cleaner.*`: the shards' log cleaners.
     pub cleaner: dataplane::log::cleaner::CleanerConfig,
     /// `controller.quorum.voters` (`id@host:port,...`): the controllers of the metadata
-    /// quorum by node id, this node's own among them; empty: this node alone.
+    /// quorum by node id (this node's own among them exactly when it is a controller);
+    /// empty: this node alone.
     pub quorum_voters: BTreeMap<i32, SocketAddr>,
+    /// `process.roles`: what this node is (both, unless set).
+    pub roles: ProcessRoles,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: its segment size when created.
@@ -233,6 +236,7 @@ impl Default for BrokerConfig {
             log,
             cleaner: dataplane::log::cleaner::CleanerConfig::default(),
             quorum_voters: BTreeMap::new(),
+            roles: ProcessRoles::default(),
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             transaction_state_log_segment_bytes: 104_857_600,
@@ -377,16 +381,7 @@ impl BrokerConfig {
         }
         let mut config = BrokerConfig::default();
         config.apply_broker_keys(&keys)?;
-        if !config.quorum_voters.is_empty() && !config.quorum_voters.contains_key(&config.node_id) {
-            return Err(ConfigError::BadValue {
-                key: "controller.quorum.voters".to_owned(),
-                value: keys
-                    .get("controller.quorum.voters")
-                    .map(|v| Scalar::from_toml(v).shown())
-                    .unwrap_or_default(),
-                expected: "a voter set that includes this node's node.id",
-            });
-        }
+        config.check_roles(&keys)?;
         config.file_keys = keys
             .iter()
             .map(|(k, v)| (k.clone(), Scalar::from_toml(v).shown()))
@@ -629,9 +624,18 @@ impl BrokerConfig {
             let roles = v.string(k, PROCESS_ROLES_EXPECTED)?;
             let mut set: Vec<&str> = roles.split(',').map(str::trim).collect();
             set.sort_unstable();
-            if set != ["broker", "controller"] {
-                return Err(bad_value(k, &v, PROCESS_ROLES_EXPECTED));
-            }
+            self.roles = match set.as_slice() {
+                ["broker", "controller"] => ProcessRoles::default(),
+                ["broker"] => ProcessRoles {
+                    broker: true,
+                    controller: false,
+                },
+                ["controller"] => ProcessRoles {
+                    broker: false,
+                    controller: true,
+                },
+                _ => return Err(bad_value(k, &v, PROCESS_ROLES_EXPECTED)),
+            };
         }
         if let Some((k, v)) = get("controller.quorum.voters") {
             let text = v.string(k, VOTERS_EXPECTED)?;
@@ -729,15 +733,62 @@ impl BrokerConfig {
             .saturating_mul(3)
     }
 
+    /// `process.roles` against `controller.quorum.voters`, as KRaft checks them: a node
+    /// is a voter exactly when it is a controller, and a node with one role belongs to
+    /// a quorum.
+    fn check_roles(&self, keys: &BTreeMap<String, toml::Value>) -> Result<(), ConfigError> {
+        let shown = |key: &str| {
+            keys.get(key)
+                .map(|v| Scalar::from_toml(v).shown())
+                .unwrap_or_default()
+        };
+        let voter = self.quorum_voters.contains_key(&self.node_id);
+        if !self.quorum_voters.is_empty() && voter != self.roles.controller {
+            return Err(ConfigError::BadValue {
+                key: "controller.quorum.voters".to_owned(),
+                value: shown("controller.quorum.voters"),
+                expected: if self.roles.controller {
+                    "a voter set that includes this controller's node.id"
+                } else {
+                    "a voter set without this broker-only node's node.id (a broker is no voter)"
+                },
+            });
+        }
+        if self.quorum_voters.is_empty() && !(self.roles.broker && self.roles.controller) {
+            return Err(ConfigError::BadValue {
+                key: "process.roles".to_owned(),
+                value: shown("process.roles"),
+                expected: "broker,controller on a node with no controller.quorum.voters (a single role needs a quorum to belong to)",
+            });
+        }
+        Ok(())
+    }
+
     /// The address clients are told to connect to.
     pub fn advertised(&self) -> SocketAddr {
         self.advertised_listen.unwrap_or(self.listen)
     }
 }
 
-/// What `process.roles` takes: both roles in one process (separate broker and
-/// controller processes are not served yet).
-const PROCESS_ROLES_EXPECTED: &str = "broker,controller (one process is both; separate broker or controller processes are not served yet)";
+/// `process.roles`: a node is a broker (holds replicas, serves clients), a controller
+/// (votes in the metadata quorum), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessRoles {
+    pub broker: bool,
+    pub controller: bool,
+}
+
+impl Default for ProcessRoles {
+    fn default() -> Self {
+        ProcessRoles {
+            broker: true,
+            controller: true,
+        }
+    }
+}
+
+/// What `process.roles` takes.
+const PROCESS_ROLES_EXPECTED: &str = "broker, controller, or broker,controller";
 /// What `controller.quorum.voters` takes.
 const VOTERS_EXPECTED: &str =
     "id@host:port entries, comma-separated, each node id once (Kafka's controller.quorum.voters)";
@@ -1154,8 +1205,32 @@ mod tests {
             c.quorum_voters[&1],
             "127.0.0.1:9094".parse::<SocketAddr>().expect("addr")
         );
+        let broker = BrokerConfig::from_toml_str(
+            "\"node.id\" = 3\n\"process.roles\" = \"broker\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:9093\"\n",
+        )
+        .expect("a broker-only node parses");
+        assert_eq!(
+            broker.roles,
+            ProcessRoles {
+                broker: true,
+                controller: false
+            }
+        );
+        let controller = BrokerConfig::from_toml_str(
+            "\"process.roles\" = \"controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:9093\"\n",
+        )
+        .expect("a controller-only node parses");
+        assert!(!controller.roles.broker && controller.roles.controller);
         for (text, key) in [
+            // One role needs a quorum to belong to.
             ("\"process.roles\" = \"broker\"", "process.roles"),
+            ("\"process.roles\" = \"controller\"", "process.roles"),
+            ("\"process.roles\" = \"broker,admin\"", "process.roles"),
+            // A broker-only node is no voter.
+            (
+                "\"process.roles\" = \"broker\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:1\"",
+                "controller.quorum.voters",
+            ),
             (
                 "\"controller.quorum.voters\" = \"0@nowhere\"",
                 "controller.quorum.voters",

@@ -123,6 +123,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     config.apply_overrides(args.data_dir, args.listen);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     config.resolve_shards(cores)?;
+    if !config.roles.broker {
+        // A controller holds no replicas: one shard runs its (empty) data plane.
+        config.shards.truncate(1);
+    }
     std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
         path: config.data_dir.clone(),
         source,
@@ -151,7 +155,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
     let listening =
         || std::net::TcpStream::connect_timeout(&probe, Duration::from_millis(300)).is_ok();
     let probe_started = std::time::Instant::now();
-    let mut taken = listening();
+    let mut taken = config.roles.broker && listening();
     while taken && probe_started.elapsed() < Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(100));
         taken = listening();
@@ -192,8 +196,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             num_partitions: config.num_partitions,
             queue_max: controlplane::ControllerConfig::DEFAULT_QUEUE_MAX,
             mirror_state_partitions: config.mirror_state_topic_num_partitions,
-            // More voters than this node: a member of a quorum of controllers.
             cluster: controlplane::controller::ClusterSettings {
+                broker: config.roles.broker,
                 rack: config.broker_rack.clone(),
                 default_replication_factor: config.default_replication_factor,
                 internal_replication_factor: config.offsets_topic_replication_factor,
@@ -205,13 +209,22 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     .saturating_mul(1000),
                 leader_imbalance_percentage: config.leader_imbalance_per_broker_percentage,
             },
-            quorum: (config.quorum_voters.len() > 1).then(|| {
-                let voters = config
-                    .quorum_voters
-                    .iter()
-                    .map(|(id, addr)| (controlplane::quorum::journal::raft_id(*id), *addr))
-                    .collect();
-                (voters, controlplane::quorum::QuorumTiming::default())
+            // Any voter set, even this node's alone, runs the quorum over TCP, so
+            // brokers can join it as learners.
+            quorum: (!config.quorum_voters.is_empty()).then(|| {
+                controlplane::controller::QuorumMembership {
+                    voters: config
+                        .quorum_voters
+                        .iter()
+                        .map(|(id, addr)| (controlplane::quorum::journal::raft_id(*id), *addr))
+                        .collect(),
+                    timing: controlplane::quorum::QuorumTiming::default(),
+                    role: if config.roles.controller {
+                        controlplane::quorum::Role::Voter
+                    } else {
+                        controlplane::quorum::Role::Learner
+                    },
+                }
             }),
         },
         Arc::clone(&metadata),
@@ -304,10 +317,10 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             ready_tx.clone(),
             (group_config.clone(), txn_config.clone()),
         );
-        let listen = (
+        let listen = config.roles.broker.then_some((
             config.listen,
             config.listener_cpu_steering.then_some(shard_cfg.core),
-        );
+        ));
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
             .name(&format!("shard-{id}"))
             .io_memory(shard_cfg.io_memory_bytes)
@@ -376,7 +389,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             std::thread::sleep(Duration::from_millis(50));
         }
         tracing::info!("shutting down");
-        if config.quorum_voters.len() > 1 {
+        if !config.quorum_voters.is_empty() && config.roles.broker {
             controlled_shutdown(controller.as_ref(), &metadata, CONTROLLED_SHUTDOWN_MAX);
         }
     }
@@ -407,7 +420,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 async fn run_shard(
     id: usize,
     shards: usize,
-    (listen, incoming_cpu): (SocketAddr, Option<usize>),
+    listen: Option<(SocketAddr, Option<usize>)>,
     router: ShardRouter,
     metadata: Arc<MetadataCell>,
     (controller, mirror): (
@@ -452,10 +465,12 @@ async fn run_shard(
             Err(e) => tracing::error!(%tp, error = %e, "cannot open partition log"),
         }
     }
-    let listener = match dataplane::net::bind(listen, incoming_cpu) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = ready.send(Err((id, format!("cannot listen on {listen}: {e}"))));
+    // A controller-only node serves no clients.
+    let listener = match listen.map(|(at, cpu)| (at, dataplane::net::bind(at, cpu))) {
+        None => None,
+        Some((_, Ok(l))) => Some(l),
+        Some((at, Err(e))) => {
+            let _ = ready.send(Err((id, format!("cannot listen on {at}: {e}"))));
             ctx.close_all().await;
             return;
         }
@@ -463,14 +478,14 @@ async fn run_shard(
     tracing::info!(shard = id, partitions = opened, "shard serving");
     let _ = ready.send(Ok(id));
     let gate = glommio::sync::Gate::new();
-    let serving = {
+    let serving = listener.map(|listener| {
         let ctx = Rc::clone(&ctx);
         let stop = stop.clone();
         let gate = gate.clone();
         glommio::spawn_local(async move {
             dataplane::net::run_listener(ctx, listener, stop, gate).await
         })
-    };
+    });
     let isr = glommio::spawn_local(dataplane::fetcher::replica::maintain_isr(Rc::clone(&ctx)));
     let cleaner = glommio::spawn_local(dataplane::log::cleaner::task::run(
         Rc::clone(&ctx),
@@ -503,7 +518,9 @@ async fn run_shard(
     // Loads the owned `__transaction_state` partitions, then aborts timed-out transactions.
     let txns = glommio::spawn_local(Rc::clone(&txn_runtime).run(Rc::clone(&ctx)));
     let _ = stop.recv().await;
-    serving.await;
+    if let Some(serving) = serving {
+        serving.await;
+    }
     // A JoinGroup parked for a rebalance must not hold the connection open.
     group_runtime.shutdown();
     txn_runtime.shutdown();

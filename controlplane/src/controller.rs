@@ -36,16 +36,29 @@ pub struct ControllerConfig {
     pub queue_max: usize,
     /// `mirror.state.topic.num.partitions`.
     pub mirror_state_partitions: i32,
-    /// `controller.quorum.voters` with more than this node: the quorum it is a member of
-    /// (Raft id -> controller address) and its timing. `None`: this node alone.
-    pub quorum: Option<(crate::quorum::Voters, crate::quorum::QuorumTiming)>,
+    /// `controller.quorum.voters`: the quorum this node is a member of. `None`: this
+    /// node alone, with no quorum configured.
+    pub quorum: Option<QuorumMembership>,
     /// Replication and broker liveness settings.
     pub cluster: ClusterSettings,
+}
+
+/// This node's part in a quorum of controllers.
+#[derive(Debug, Clone)]
+pub struct QuorumMembership {
+    /// Raft id -> controller address of every voter.
+    pub voters: crate::quorum::Voters,
+    pub timing: crate::quorum::QuorumTiming,
+    /// A voter (`process.roles` with `controller`), or a learner (`broker` alone).
+    pub role: crate::quorum::Role,
 }
 
 /// The cluster side of the controller's config (Kafka's names).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterSettings {
+    /// `process.roles` has `broker`: this node registers and holds replicas (a
+    /// controller-only node does neither).
+    pub broker: bool,
     /// `broker.rack` of this node.
     pub rack: Option<String>,
     /// `default.replication.factor`.
@@ -68,6 +81,7 @@ pub struct ClusterSettings {
 impl Default for ClusterSettings {
     fn default() -> Self {
         ClusterSettings {
+            broker: true,
             rack: None,
             default_replication_factor: 1,
             internal_replication_factor: 3,
@@ -225,6 +239,8 @@ pub struct Controller<P: PartitionOps> {
     rebalanced_at: std::time::Instant,
     /// The applied-record count the last election pass saw.
     elections_at: Option<u64>,
+    /// This node has the broker role ([`ClusterSettings::broker`]).
+    broker: bool,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -250,19 +266,22 @@ impl<P: PartitionOps> Controller<P> {
         Self::open_with(config, metadata, ops, cluster_id, opened)
     }
 
-    /// [`Self::open`] as one member of a quorum of controllers (`voters`: Raft id ->
-    /// controller address). Only the quorum's leader takes admin requests; every member
-    /// applies what is committed ([`Self::catch_up`]).
+    /// [`Self::open`] as one member of a quorum of controllers. Only the quorum's
+    /// leader commits; every member applies what is committed ([`Self::catch_up`]).
     pub fn open_in_quorum(
         config: &ControllerConfig,
         metadata: Arc<MetadataCell>,
         ops: P,
-        voters: crate::quorum::Voters,
-        timing: crate::quorum::QuorumTiming,
+        membership: &QuorumMembership,
     ) -> Result<Self, ControllerError> {
         let cluster_id = load_or_create_cluster_id(&config.data_dir, config.node_id)?;
-        let opened =
-            MetadataJournal::open_cluster(&config.data_dir, config.node_id, voters, timing)?;
+        let opened = MetadataJournal::open_cluster(
+            &config.data_dir,
+            config.node_id,
+            membership.voters.clone(),
+            membership.timing,
+            membership.role,
+        )?;
         Self::open_with(config, metadata, ops, cluster_id, opened)
     }
 
@@ -314,6 +333,7 @@ impl<P: PartitionOps> Controller<P> {
             }),
             rebalanced_at: std::time::Instant::now(),
             elections_at: None,
+            broker: config.cluster.broker,
         };
         tracing::info!(
             records = controller.state.applied(),
@@ -347,7 +367,15 @@ impl<P: PartitionOps> Controller<P> {
     fn publish(&mut self) {
         let mut image = self.state.image();
         let active = self.journal.leader();
-        image.controller_id = active.unwrap_or(image.node_id);
+        // Clients send admin requests to the controller Metadata names, so it must be a
+        // broker they can reach: the active controller when it is one, else this broker
+        // (every broker forwards), as KRaft names a broker too.
+        let reachable = |id: &i32| image.brokers.contains_key(id) && !image.fenced.contains(id);
+        image.controller_id = match active {
+            Some(id) if reachable(&id) => id,
+            _ if self.broker => image.node_id,
+            _ => image.brokers.keys().copied().find(reachable).unwrap_or(image.node_id),
+        };
         self.published_controller = active;
         self.metadata.publish(image);
     }
@@ -355,7 +383,11 @@ impl<P: PartitionOps> Controller<P> {
     /// A quorum member registers its broker (with the address clients reach it at) until
     /// the registration is committed, proposing again at most once a second.
     fn register(&mut self) {
-        if !self.journal.in_quorum() || self.state.is_registered() || self.shutting_down {
+        if !self.broker
+            || !self.journal.in_quorum()
+            || self.state.is_registered()
+            || self.shutting_down
+        {
             return;
         }
         let due = self
@@ -424,7 +456,20 @@ impl<P: PartitionOps> Controller<P> {
             }
             false
         };
+        self.maybe_snapshot();
         self.maintain_cluster() || changed
+    }
+
+    /// Snapshots the metadata when the log grew long enough, or a learner needs one.
+    fn maybe_snapshot(&mut self) {
+        let state = &self.state;
+        if let Err(e) = self
+            .journal
+            .maybe_snapshot(state.applied(), || state.image_records())
+        {
+            // The log just stays longer until the next attempt.
+            tracing::error!(error = %e, "cannot take a metadata snapshot");
+        }
     }
 
     /// The shard work from `before` to the published image, run; failures logged.
@@ -685,14 +730,7 @@ impl<P: PartitionOps> Controller<P> {
             }
         }
         if !plan.records.is_empty() {
-            let state = &self.state;
-            if let Err(e) = self
-                .journal
-                .maybe_snapshot(state.applied(), || state.image_records())
-            {
-                // The log just stays longer until the next attempt.
-                tracing::error!(error = %e, "cannot take a metadata snapshot");
-            }
+            self.maybe_snapshot();
         }
         let mut response = plan.response;
         log_outcome(request, &response);
@@ -1535,8 +1573,11 @@ mod tests {
                     &cfg,
                     Arc::clone(&cell),
                     FakeShards::new(2),
-                    voters.clone(),
-                    timing,
+                    &QuorumMembership {
+                        voters: voters.clone(),
+                        timing,
+                        role: crate::quorum::Role::Voter,
+                    },
                 )
                 .expect("open in quorum");
                 (n, (c, cell))

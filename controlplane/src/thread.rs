@@ -92,9 +92,7 @@ pub fn spawn_controller_with<P: PartitionOps + 'static>(
     ops: P,
 ) -> Result<(ControllerClient, ControllerThread), ControllerError> {
     let controller = match &config.quorum {
-        Some((voters, timing)) => {
-            Controller::open_in_quorum(config, metadata, ops, voters.clone(), *timing)?
-        }
+        Some(membership) => Controller::open_in_quorum(config, metadata, ops, membership)?,
         None => Controller::open(config, metadata, ops)?,
     };
     let (sender, receiver) = async_channel::bounded::<Wake>(config.queue_max.max(1));

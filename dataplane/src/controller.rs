@@ -172,6 +172,8 @@ pub struct QuorumDescription {
     /// Each voter: node id, its log end as known here (-1: unknown), and how long ago it
     /// was last heard from.
     pub voters: Vec<(i32, i64, Option<std::time::Duration>)>,
+    /// The learners (broker-only nodes, Kafka's observers), alike.
+    pub observers: Vec<(i32, i64, Option<std::time::Duration>)>,
 }
 
 /// How the data plane reaches the controller. Implementations must be callable from any

@@ -147,6 +147,8 @@ pub struct MetadataJournal {
     committed: VecDeque<Committed>,
     /// Cluster: entries handed over since the last snapshot (when to snapshot again).
     entries_since_snapshot: usize,
+    /// Cluster: the index of the last entry handed over (what a snapshot is as of).
+    taken_index: u64,
 }
 
 /// The Kafka node id of a Raft id.
@@ -206,27 +208,31 @@ impl MetadataJournal {
             member: Member::Alone(Box::new(node)),
             committed: VecDeque::new(),
             entries_since_snapshot: 0,
+            taken_index: 0,
         };
         Ok((journal, replay))
     }
 
-    /// Opens the journal of `node_id` as a member of a quorum of `voters` (Raft id ->
-    /// controller address). The snapshot is replayed at once; committed entries arrive
-    /// through [`Self::take_committed`] as the member learns them.
+    /// Opens the journal of `node_id` as a member (`role`) of a quorum of `voters` (Raft
+    /// id -> controller address). The snapshot is replayed at once; committed entries
+    /// arrive through [`Self::take_committed`] as the member learns them.
     pub fn open_cluster(
         data_dir: &Path,
         node_id: i32,
         voters: Voters,
         timing: QuorumTiming,
+        role: service::Role,
     ) -> Result<(MetadataJournal, Replay), JournalError> {
         let store = RaftStore::open(data_dir)?;
         let snap = store.latest_snapshot();
-        let (snapshot_applied, snapshot) = decode_snapshot(snap.get_metadata().index, &snap.data)?;
-        let handle = service::start(raft_id(node_id), voters, store, timing)?;
+        let snap_index = snap.get_metadata().index;
+        let (snapshot_applied, snapshot) = decode_snapshot(snap_index, &snap.data)?;
+        let handle = service::start(raft_id(node_id), voters, store, timing, role)?;
         let journal = MetadataJournal {
             member: Member::Cluster(handle),
             committed: VecDeque::new(),
             entries_since_snapshot: 0,
+            taken_index: snap_index,
         };
         let replay = Replay {
             snapshot_applied,
@@ -282,7 +288,9 @@ impl MetadataJournal {
 
     /// The quorum as this member sees it (DescribeQuorum).
     pub fn describe(&self) -> dataplane::controller::QuorumDescription {
-        let (id, leader, term, committed, progress, heard) = match &self.member {
+        let (id, leader, term, committed, progress, heard, (conf_voters, learners)) = match &self
+            .member
+        {
             Member::Alone(node) => (
                 node.id(),
                 node.leader(),
@@ -290,32 +298,46 @@ impl MetadataJournal {
                 node.committed(),
                 node.progress(),
                 std::collections::BTreeMap::new(),
+                (
+                    std::iter::once(node.id()).collect(),
+                    std::collections::BTreeSet::new(),
+                ),
             ),
             Member::Cluster(h) => match h.status() {
-                Some(s) => (s.id, s.leader, s.term, s.committed, s.progress, s.heard),
+                Some(s) => (
+                    s.id,
+                    s.leader,
+                    s.term,
+                    s.committed,
+                    s.progress,
+                    s.heard,
+                    (s.voters, s.learners),
+                ),
                 None => return dataplane::controller::QuorumDescription::default(),
             },
         };
         let known: std::collections::BTreeMap<u64, u64> = progress.into_iter().collect();
-        let mut voters: Vec<(i32, i64, Option<std::time::Duration>)> = heard
-            .keys()
-            .chain(std::iter::once(&id))
-            .map(|v| {
-                let end = known.get(v).map_or(-1, |e| *e as i64);
-                let ago = if *v == id {
-                    Some(std::time::Duration::ZERO)
-                } else {
-                    heard.get(v).copied().flatten()
-                };
-                (node_id_of(*v), end, ago)
-            })
-            .collect();
-        voters.sort_unstable_by_key(|v| v.0);
+        let (mut voters, mut observers) = (Vec::new(), Vec::new());
+        for v in conf_voters.iter().chain(&learners).copied() {
+            let end = known.get(&v).map_or(-1, |e| *e as i64);
+            let ago = if v == id {
+                Some(std::time::Duration::ZERO)
+            } else {
+                heard.get(&v).copied().flatten()
+            };
+            let entry = (node_id_of(v), end, ago);
+            if learners.contains(&v) {
+                observers.push(entry);
+            } else {
+                voters.push(entry);
+            }
+        }
         dataplane::controller::QuorumDescription {
             leader: leader.map(node_id_of),
             epoch: term as i32,
             high_watermark: committed as i64,
             voters,
+            observers,
         }
     }
 
@@ -329,14 +351,15 @@ impl MetadataJournal {
         let mut out: Vec<Committed> = self.committed.drain(..).collect();
         if let Member::Cluster(h) = &self.member {
             while let Ok(e) = h.committed.try_recv() {
-                if e.index == 0 && &e.context[..] == b"snapshot" {
-                    let (applied, records) = decode_snapshot(0, &e.data)?;
+                if &e.context[..] == b"snapshot" {
+                    let (applied, records) = decode_snapshot(e.index, &e.data)?;
                     out.push(Committed::Snapshot(applied, records));
                     self.entries_since_snapshot = 0;
                 } else {
                     out.push(Committed::Batch(decode_batch(e.index, &e.data)?));
                     self.entries_since_snapshot += 1;
                 }
+                self.taken_index = e.index;
             }
         }
         Ok(out)
@@ -387,7 +410,8 @@ impl MetadataJournal {
         applied: u64,
         records: impl FnOnce() -> Vec<MetadataRecord>,
     ) -> Result<bool, JournalError> {
-        if self.entries_since_snapshot() < SNAPSHOT_EVERY {
+        let wanted = matches!(&self.member, Member::Cluster(h) if h.snapshot_wanted());
+        if self.entries_since_snapshot() < SNAPSHOT_EVERY && !wanted {
             return Ok(false);
         }
         self.snapshot(applied, &records())?;
@@ -402,9 +426,9 @@ impl MetadataJournal {
     ) -> Result<(), JournalError> {
         let data = encode_snapshot(applied, records)?;
         match &mut self.member {
-            Member::Alone(node) => node.compact(data)?,
+            Member::Alone(node) => node.compact(u64::MAX, data)?,
             Member::Cluster(h) => {
-                h.compact(data);
+                h.compact(self.taken_index, data);
                 self.entries_since_snapshot = 0;
             }
         }

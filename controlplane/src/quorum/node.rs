@@ -7,7 +7,9 @@
 //! owner's, so the same node runs over TCP between processes and over an in-memory
 //! network in tests.
 
-use raft::eraftpb::{ConfChangeV2, Entry, EntryType, Message, Snapshot};
+use raft::eraftpb::{
+    ConfChangeSingle, ConfChangeType, ConfChangeV2, ConfState, Entry, EntryType, Message, Snapshot,
+};
 use raft::{RawNode, StateRole};
 
 use super::storage::{RaftStore, StoreError};
@@ -100,7 +102,8 @@ impl QuorumNode {
         store: RaftStore,
         timing: QuorumTiming,
     ) -> Result<QuorumNode, QuorumError> {
-        if store.is_fresh() {
+        // A fresh learner (no voters given) waits for the leader's snapshot instead.
+        if store.is_fresh() && !voters.is_empty() {
             store.bootstrap(voters)?;
         }
         let applied = store.latest_snapshot().get_metadata().index;
@@ -218,16 +221,37 @@ impl QuorumNode {
         Ok(self.raw.propose_conf_change(Vec::new(), cc)?)
     }
 
+    /// The configuration in force (voters and learners).
+    pub fn conf_state(&self) -> ConfState {
+        self.raw.raft.prs().conf().to_conf_state()
+    }
+
+    /// Whether a membership change is proposed and not yet applied.
+    pub fn has_pending_conf(&self) -> bool {
+        self.raw.raft.has_pending_conf()
+    }
+
+    /// Proposes adding `id` as a learner (it receives the log and never votes).
+    pub fn add_learner(&mut self, id: u64) -> Result<(), QuorumError> {
+        let mut single = ConfChangeSingle::default();
+        single.set_change_type(ConfChangeType::AddLearnerNode);
+        single.node_id = id;
+        let mut cc = ConfChangeV2::default();
+        cc.mut_changes().push(single);
+        self.propose_conf_change(cc)
+    }
+
     /// A peer could not be reached (the transport failed to send to it).
     pub fn report_unreachable(&mut self, id: u64) {
         self.raw.report_unreachable(id);
     }
 
-    /// Snapshots the state machine (`data`, as of everything applied so far) and drops
-    /// the log it covers.
-    pub fn compact(&mut self, data: Vec<u8>) -> Result<(), QuorumError> {
+    /// Snapshots the state machine (`data`, as of the entry at `index`, which is
+    /// applied) and drops the log it covers.
+    pub fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), QuorumError> {
         let applied = self.raw.raft.raft_log.applied;
-        Ok(self.store.compact(applied, data)?)
+        let index = self.store.past_dataless(index.min(applied), applied);
+        Ok(self.store.compact(index, data)?)
     }
 
     /// Persists and collects what raft-rs has ready.

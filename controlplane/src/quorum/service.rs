@@ -5,10 +5,17 @@
 //! to go to), and `committed` yields every committed entry, on leaders and followers
 //! alike.
 //!
-//! Transport: each member listens on its controller address; to each peer it keeps one
-//! outgoing connection (reconnected when it breaks) fed by a bounded queue, so a slow
-//! or dead peer never blocks the member (a message that does not fit is dropped: Raft
-//! sends again). A frame is `[u32 length][raft Message, protobuf]`.
+//! Transport: each voter listens on its controller address; to each peer voter it keeps
+//! one outgoing connection (reconnected when it breaks) fed by a bounded queue, so a
+//! slow or dead peer never blocks the member (a message that does not fit is dropped:
+//! Raft sends again). A frame is `[u32 length][raft Message, protobuf]`.
+//!
+//! A learner (a broker-only node, Kafka's observer) listens nowhere: it dials every
+//! voter and opens each connection with a join frame (`[u32 length | JOIN_FLAG][u64
+//! raft id]`); the voter then sends that learner's messages back over the same
+//! connection, and the leader adds it to the configuration as a learner. So the voters
+//! need no address for it, and a learner whose connections all closed is gone (its
+//! process exited: a cut network does not close them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
@@ -30,6 +37,19 @@ const FRAME_BYTES_MAX: usize = 256 << 20;
 /// Messages waiting for one peer before new ones are dropped.
 const PEER_QUEUE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Marks a control frame in the length word (a raft message never comes near 2 GiB).
+const JOIN_FLAG: u32 = 1 << 31;
+/// How often a learner without a connection to a voter dials it again.
+const REDIAL: Duration = Duration::from_millis(500);
+
+/// How a member takes part in the quorum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Votes and may lead (`process.roles` with `controller`).
+    Voter,
+    /// Receives the log and never votes (`process.roles = broker`).
+    Learner,
+}
 
 /// Where the members are: Raft id -> controller address (`controller.quorum.voters`).
 pub type Voters = BTreeMap<u64, SocketAddr>;
@@ -49,8 +69,20 @@ enum Event {
     Message(Message),
     Propose(Vec<u8>, Sender<Result<u64, ProposeError>>),
     Forward(Vec<u8>),
-    Compact(Vec<u8>),
+    /// Snapshot the state machine as of the entry at this index.
+    Compact(u64, Vec<u8>),
     Status(Sender<Status>),
+    /// A learner dialled in: its messages go back over `stream` (connection `conn`).
+    Joined {
+        id: u64,
+        conn: u64,
+        stream: TcpStream,
+    },
+    /// A learner's connection `conn` closed.
+    Left {
+        id: u64,
+        conn: u64,
+    },
 }
 
 /// What a member knows of the quorum.
@@ -63,8 +95,12 @@ pub struct Status {
     /// How long ago each peer was last heard from (a leader hears every live member at
     /// each heartbeat; a follower mostly the leader). `None`: never since start.
     pub heard: BTreeMap<u64, Option<Duration>>,
-    /// Peers whose last connection attempt was refused: no process listens there.
+    /// Peers whose process is gone: a voter refused the last connection attempt (no
+    /// process listens there), or a learner's connection closed.
     pub refused: std::collections::BTreeSet<u64>,
+    /// The configuration: who votes, and who learns.
+    pub voters: std::collections::BTreeSet<u64>,
+    pub learners: std::collections::BTreeSet<u64>,
     /// Each voter's log end as this member knows it (`QuorumNode::progress`).
     pub progress: Vec<(u64, u64)>,
 }
@@ -77,7 +113,9 @@ pub struct QuorumHandle {
     pub committed: Receiver<Entry>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<(), String>>>,
-    pub addr: SocketAddr,
+    /// Where this member listens (a learner: nowhere).
+    pub addr: Option<SocketAddr>,
+    store: RaftStore,
 }
 
 impl QuorumHandle {
@@ -97,10 +135,16 @@ impl QuorumHandle {
         let _ = self.events.send(Event::Forward(data));
     }
 
-    /// Snapshots `data` (the state machine as of every entry received from
-    /// `committed` so far) and truncates the log.
-    pub fn compact(&self, data: Vec<u8>) {
-        let _ = self.events.send(Event::Compact(data));
+    /// Snapshots `data` (the state machine as of the entry at `index`, the last one
+    /// taken from `committed`) and truncates the log.
+    pub fn compact(&self, index: u64, data: Vec<u8>) {
+        let _ = self.events.send(Event::Compact(index, data));
+    }
+
+    /// Whether a peer needs a snapshot newer than the stored one (see
+    /// [`RaftStore::snapshot_wanted`]).
+    pub fn snapshot_wanted(&self) -> bool {
+        self.store.snapshot_wanted()
     }
 
     pub fn status(&self) -> Option<Status> {
@@ -112,8 +156,7 @@ impl QuorumHandle {
     /// Stops the member (what it persisted stays) and waits for its thread.
     pub fn stop(mut self) -> Result<(), String> {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the listener so it sees the flag.
-        let _ = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT);
+        self.wake_listener();
         match self.thread.take() {
             Some(t) => t
                 .join()
@@ -123,10 +166,19 @@ impl QuorumHandle {
     }
 }
 
+impl QuorumHandle {
+    /// Wakes the listener so it sees the stop flag.
+    fn wake_listener(&self) {
+        if let Some(addr) = self.addr {
+            let _ = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT);
+        }
+    }
+}
+
 impl Drop for QuorumHandle {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT);
+        self.wake_listener();
     }
 }
 
@@ -138,16 +190,40 @@ fn write_frame(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
     stream.write_all(&buf)
 }
 
-fn read_frame(stream: &mut TcpStream) -> std::io::Result<Message> {
+fn write_join(stream: &mut TcpStream, id: u64) -> std::io::Result<()> {
+    let mut buf = (8 | JOIN_FLAG).to_be_bytes().to_vec();
+    buf.extend_from_slice(&id.to_be_bytes());
+    stream.write_all(&buf)
+}
+
+/// What a connection carries.
+enum Frame {
+    Raft(Message),
+    /// A learner's first frame: its raft id.
+    Join(u64),
+}
+
+fn read_frame(stream: &mut TcpStream) -> std::io::Result<Frame> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len)?;
-    let len = u32::from_be_bytes(len) as usize;
+    let word = u32::from_be_bytes(len);
+    if word & JOIN_FLAG != 0 {
+        if word & !JOIN_FLAG != 8 {
+            return Err(std::io::Error::other(format!("a join frame of {word:#x}")));
+        }
+        let mut id = [0u8; 8];
+        stream.read_exact(&mut id)?;
+        return Ok(Frame::Join(u64::from_be_bytes(id)));
+    }
+    let len = word as usize;
     if len > FRAME_BYTES_MAX {
         return Err(std::io::Error::other(format!("a frame of {len} bytes")));
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body)?;
-    Message::parse_from_bytes(&body).map_err(std::io::Error::other)
+    Message::parse_from_bytes(&body)
+        .map(Frame::Raft)
+        .map_err(std::io::Error::other)
 }
 
 /// The writer of one peer: connects (again) when needed, sends what the queue holds.
@@ -189,16 +265,98 @@ fn peer_writer(
     }
 }
 
-/// Reads frames from one accepted connection into the member's events.
-fn peer_reader(mut stream: TcpStream, events: Sender<Event>, stop: Arc<AtomicBool>) {
+/// Reads frames from one accepted connection (number `conn`) into the member's events.
+/// A learner's join hands the member a writing end of the same connection.
+fn peer_reader(conn: u64, mut stream: TcpStream, events: Sender<Event>, stop: Arc<AtomicBool>) {
+    let mut joined = None;
     while !stop.load(Ordering::SeqCst) {
-        match read_frame(&mut stream) {
-            Ok(m) => {
-                if events.send(Event::Message(m)).is_err() {
-                    return;
+        let event = match read_frame(&mut stream) {
+            Ok(Frame::Raft(m)) => Event::Message(m),
+            Ok(Frame::Join(id)) => match stream.try_clone() {
+                Ok(back) => {
+                    joined = Some(id);
+                    Event::Joined {
+                        id,
+                        conn,
+                        stream: back,
+                    }
+                }
+                Err(_) => break,
+            },
+            Err(_) => break,
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    }
+    if let Some(id) = joined {
+        let _ = events.send(Event::Left { id, conn });
+    }
+}
+
+/// A learner's link to one voter: dials it (again, whenever the connection broke),
+/// joins, reads what the voter sends back into the member's events, and writes what
+/// the queue holds.
+fn learner_link(
+    me: u64,
+    addr: SocketAddr,
+    queue: Receiver<Message>,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+) {
+    let mut conn: Option<(TcpStream, Arc<AtomicBool>)> = None;
+    while !stop.load(Ordering::SeqCst) {
+        if conn.as_ref().is_some_and(|(_, broken)| broken.load(Ordering::SeqCst)) {
+            conn = None;
+        }
+        if conn.is_none() {
+            if let Ok(mut c) = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                let _ = c.set_nodelay(true);
+                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+                let broken = Arc::new(AtomicBool::new(false));
+                if let (Ok(()), Ok(mut back)) = (write_join(&mut c, me), c.try_clone()) {
+                    let events = events.clone();
+                    let (stop, flag) = (Arc::clone(&stop), Arc::clone(&broken));
+                    let _ = std::thread::Builder::new()
+                        .name(format!("quorum-learn-{me}"))
+                        .spawn(move || {
+                            while !stop.load(Ordering::SeqCst) {
+                                match read_frame(&mut back) {
+                                    Ok(Frame::Raft(m)) => {
+                                        if events.send(Event::Message(m)).is_err() {
+                                            break;
+                                        }
+                                    }
+                                    Ok(Frame::Join(_)) | Err(_) => break,
+                                }
+                            }
+                            flag.store(true, Ordering::SeqCst);
+                        });
+                    conn = Some((c, broken));
                 }
             }
-            Err(_) => return,
+        }
+        match queue.recv_timeout(REDIAL) {
+            Ok(m) => {
+                if let Some((stream, _)) = conn.as_mut() {
+                    if write_frame(stream, &m).is_err() {
+                        let _ = stream.shutdown(std::net::Shutdown::Both);
+                        conn = None;
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+/// Writes a learner's messages over the connection it dialled in on, until it breaks.
+fn learner_writer(mut stream: TcpStream, queue: Receiver<Message>, stop: Arc<AtomicBool>) {
+    while let Ok(m) = queue.recv() {
+        if stop.load(Ordering::SeqCst) || write_frame(&mut stream, &m).is_err() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            return;
         }
     }
 }
@@ -209,57 +367,49 @@ fn os_error(op: &'static str, what: &str) -> impl FnOnce(std::io::Error) -> Quor
     move |source| QuorumError::Store(super::storage::StoreError::Io { op, path, source })
 }
 
-/// Starts member `id` of `voters` over `store`, listening on its own address in
-/// `voters` (port 0 picks one: see [`QuorumHandle::addr`]).
+/// Starts member `id` over `store`: a voter of `voters` listening on its own address
+/// there (port 0 picks one: see [`QuorumHandle::addr`]), or a learner dialling them.
 pub fn start(
     id: u64,
     voters: Voters,
     store: RaftStore,
     timing: QuorumTiming,
+    role: Role,
 ) -> Result<QuorumHandle, QuorumError> {
-    let ids: Vec<u64> = voters.keys().copied().collect();
-    let node = QuorumNode::open(id, &ids, store, timing)?;
-    let listen = voters
-        .get(&id)
-        .copied()
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
-    let what = listen.to_string();
-    let listener = TcpListener::bind(listen).map_err(os_error("listen", &what))?;
-    let addr = listener.local_addr().map_err(os_error("listen", &what))?;
+    // A learner starts with no configuration: the leader's snapshot brings it.
+    let ids: Vec<u64> = match role {
+        Role::Voter => voters.keys().copied().collect(),
+        Role::Learner => Vec::new(),
+    };
+    let node = QuorumNode::open(id, &ids, store.clone(), timing)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (events_tx, events) = mpsc::channel::<Event>();
     let (committed_tx, committed) = mpsc::channel::<Entry>();
-    {
-        let events_tx = events_tx.clone();
-        let stop = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name(format!("quorum-listen-{id}"))
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let _ = stream.set_nodelay(true);
-                    let events = events_tx.clone();
-                    let stop = Arc::clone(&stop);
-                    let _ = std::thread::Builder::new()
-                        .name(format!("quorum-read-{id}"))
-                        .spawn(move || peer_reader(stream, events, stop));
-                }
-            })
-            .map_err(os_error("spawn", "the quorum listener"))?;
-    }
+    let addr = match role {
+        Role::Voter => Some(listen(id, &voters, &events_tx, &stop)?),
+        Role::Learner => None,
+    };
     let mut peers: HashMap<u64, SyncSender<Message>> = HashMap::new();
     let mut refusals: BTreeMap<u64, Arc<AtomicBool>> = BTreeMap::new();
     for (&peer, &peer_addr) in voters.iter().filter(|(p, _)| **p != id) {
         let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
         let stop = Arc::clone(&stop);
-        let refused = Arc::new(AtomicBool::new(false));
-        refusals.insert(peer, Arc::clone(&refused));
-        let _ = std::thread::Builder::new()
-            .name(format!("quorum-send-{id}-{peer}"))
-            .spawn(move || peer_writer(peer, peer_addr, rx, stop, refused));
+        let spawned = match role {
+            Role::Voter => {
+                let refused = Arc::new(AtomicBool::new(false));
+                refusals.insert(peer, Arc::clone(&refused));
+                std::thread::Builder::new()
+                    .name(format!("quorum-send-{id}-{peer}"))
+                    .spawn(move || peer_writer(peer, peer_addr, rx, stop, refused))
+            }
+            Role::Learner => {
+                let events = events_tx.clone();
+                std::thread::Builder::new()
+                    .name(format!("quorum-link-{id}-{peer}"))
+                    .spawn(move || learner_link(id, peer_addr, rx, events, stop))
+            }
+        };
+        spawned.map_err(os_error("spawn", "a quorum peer link"))?;
         peers.insert(peer, tx);
     }
     let loop_stop = Arc::clone(&stop);
@@ -282,7 +432,45 @@ pub fn start(
         stop,
         thread: Some(thread),
         addr,
+        store,
     })
+}
+
+/// Listens on voter `id`'s address and reads every accepted connection on a thread of
+/// its own; answers the address bound.
+fn listen(
+    id: u64,
+    voters: &Voters,
+    events: &Sender<Event>,
+    stop: &Arc<AtomicBool>,
+) -> Result<SocketAddr, QuorumError> {
+    let at = voters
+        .get(&id)
+        .copied()
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
+    let what = at.to_string();
+    let listener = TcpListener::bind(at).map_err(os_error("listen", &what))?;
+    let addr = listener.local_addr().map_err(os_error("listen", &what))?;
+    let events = events.clone();
+    let stop = Arc::clone(stop);
+    std::thread::Builder::new()
+        .name(format!("quorum-listen-{id}"))
+        .spawn(move || {
+            for (conn, stream) in (0u64..).zip(listener.incoming()) {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let _ = stream.set_nodelay(true);
+                let events = events.clone();
+                let stop = Arc::clone(&stop);
+                let _ = std::thread::Builder::new()
+                    .name(format!("quorum-read-{id}"))
+                    .spawn(move || peer_reader(conn, stream, events, stop));
+            }
+        })
+        .map_err(os_error("spawn", "the quorum listener"))?;
+    Ok(addr)
 }
 
 type Peers = (
@@ -304,6 +492,10 @@ fn run(
     let mut waiting: BTreeMap<u64, (u64, Sender<Result<u64, ProposeError>>)> = BTreeMap::new();
     // When each peer's last message arrived.
     let mut heard: BTreeMap<u64, Option<Instant>> = peers.keys().map(|id| (*id, None)).collect();
+    // The learners that dialled in: raft id -> (connection, queue to its writer).
+    let mut learners: HashMap<u64, (u64, SyncSender<Message>)> = HashMap::new();
+    // Learners whose connection closed and did not come back.
+    let mut left = std::collections::BTreeSet::new();
     if peers.is_empty() {
         // A lone voter leads at once.
         node.campaign().map_err(|e| e.to_string())?;
@@ -335,12 +527,33 @@ fn run(
                     tracing::debug!(error = %e, "forwarded proposal dropped (no leader yet)");
                 }
             }
-            Ok(Event::Compact(data)) => {
-                if let Err(e) = node.compact(data) {
+            Ok(Event::Joined { id, conn, stream }) if !peers.contains_key(&id) => {
+                let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
+                let stop = Arc::clone(&stop);
+                let _ = std::thread::Builder::new()
+                    .name(format!("quorum-send-{}-{id}", node.id()))
+                    .spawn(move || learner_writer(stream, rx, stop));
+                learners.insert(id, (conn, tx));
+                heard.insert(id, Some(Instant::now()));
+                left.remove(&id);
+                tracing::info!(learner = id, "a quorum learner connected");
+            }
+            Ok(Event::Joined { id, .. }) => {
+                tracing::warn!(peer = id, "a voter tried to join as a learner; ignored");
+            }
+            Ok(Event::Left { id, conn }) => {
+                if learners.get(&id).is_some_and(|(c, _)| *c == conn) {
+                    learners.remove(&id);
+                    left.insert(id);
+                }
+            }
+            Ok(Event::Compact(index, data)) => {
+                if let Err(e) = node.compact(index, data) {
                     tracing::error!(error = %e, "quorum snapshot failed");
                 }
             }
             Ok(Event::Status(answer)) => {
+                let conf = node.conf_state();
                 let _ = answer.send(Status {
                     id: node.id(),
                     leader: node.leader(),
@@ -354,7 +567,10 @@ fn run(
                         .iter()
                         .filter(|(_, r)| r.load(Ordering::SeqCst))
                         .map(|(id, _)| *id)
+                        .chain(left.iter().copied())
                         .collect(),
+                    voters: conf.voters.into_iter().collect(),
+                    learners: conf.learners.into_iter().collect(),
                     progress: node.progress(),
                 });
             }
@@ -364,11 +580,12 @@ fn run(
         if Instant::now() >= next_tick {
             node.tick();
             next_tick += tick;
+            admit_learner(&mut node, learners.keys().copied());
         }
         let progress = node.drive().map_err(|e| e.to_string())?;
         for m in progress.messages {
             let to = m.to;
-            if let Some(q) = peers.get(&to) {
+            if let Some(q) = peers.get(&to).or_else(|| learners.get(&to).map(|(_, q)| q)) {
                 match q.try_send(m) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => node.report_unreachable(to),
@@ -377,10 +594,11 @@ fn run(
             }
         }
         if let Some(snap) = progress.snapshot {
-            // The owner replaces its state with the snapshot's: an entry of index 0 whose
-            // data is the snapshot's, before what follows it.
+            // The owner replaces its state with the snapshot's: an entry marked
+            // `snapshot` (at the snapshot's index) whose data is the snapshot's, before
+            // what follows it.
             let e = Entry {
-                index: 0,
+                index: snap.get_metadata().index,
                 term: snap.get_metadata().term,
                 data: snap.data.clone(),
                 context: b"snapshot".to_vec().into(),
@@ -412,6 +630,24 @@ fn run(
         }
     }
     Ok(())
+}
+
+/// The leader adds one connected learner the configuration lacks (Raft takes one
+/// membership change at a time; the next tick adds the next).
+fn admit_learner(node: &mut QuorumNode, connected: impl Iterator<Item = u64>) {
+    if !node.is_leader() || node.has_pending_conf() {
+        return;
+    }
+    let conf = node.conf_state();
+    let member = |id: &u64| conf.voters.contains(id) || conf.learners.contains(id);
+    let mut connected: Vec<u64> = connected.filter(|id| !member(id)).collect();
+    connected.sort_unstable();
+    if let Some(id) = connected.first() {
+        match node.add_learner(*id) {
+            Ok(()) => tracing::info!(learner = id, "adding a learner to the quorum"),
+            Err(e) => tracing::warn!(learner = id, error = %e, "cannot add a learner"),
+        }
+    }
 }
 
 #[cfg(test)]

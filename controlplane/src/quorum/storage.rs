@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use protobuf::Message as _;
-use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+use raft::eraftpb::{ConfState, Entry, EntryType, HardState, Snapshot};
 use raft::{GetEntriesContext, RaftState, StorageError};
 
 /// The directory of the quorum's files inside the data directory.
@@ -56,6 +56,9 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreErro
 #[derive(Clone)]
 pub struct RaftStore {
     core: Arc<RwLock<Core>>,
+    /// A peer asked for a snapshot whose configuration lacks it (a learner added after
+    /// the stored one was taken): the owner should snapshot again.
+    wanted: Arc<std::sync::atomic::AtomicBool>,
 }
 
 struct Core {
@@ -241,6 +244,7 @@ impl RaftStore {
         };
         Ok(RaftStore {
             core: Arc::new(RwLock::new(core)),
+            wanted: Arc::default(),
         })
     }
 
@@ -253,6 +257,27 @@ impl RaftStore {
     }
 
     /// Whether nothing was ever stored (a node that was never started).
+    /// The last index from `index` on, up to `upto`, reached over entries the state
+    /// machine never sees (a new leader's empty entry, membership changes): a snapshot
+    /// as of `index` is as of that one too.
+    pub fn past_dataless(&self, index: u64, upto: u64) -> u64 {
+        let c = self.rl();
+        let mut at = index;
+        for (e, _) in c.entries.iter().filter(|(e, _)| e.index > index && e.index <= upto) {
+            let dataless = e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal;
+            if e.index != at + 1 || !dataless {
+                break;
+            }
+            at = e.index;
+        }
+        at
+    }
+
+    /// Whether a peer needs a snapshot taken after it joined the configuration.
+    pub fn snapshot_wanted(&self) -> bool {
+        self.wanted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     pub fn is_fresh(&self) -> bool {
         let c = self.rl();
         c.entries.is_empty()
@@ -412,6 +437,8 @@ impl RaftStore {
             &snap.write_to_bytes().unwrap_or_default(),
         )?;
         c.snapshot = snap;
+        self.wanted
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         // Rewrite the log with what follows the snapshot.
         let kept: Vec<Entry> = c
             .entries
@@ -519,9 +546,16 @@ impl raft::Storage for RaftStore {
         Ok(self.rl().last_index())
     }
 
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         let c = self.rl();
-        if c.snapshot.get_metadata().index < request_index {
+        let conf = c.snapshot.get_metadata().get_conf_state();
+        let names_peer = conf.voters.contains(&to) || conf.learners.contains(&to);
+        if c.snapshot.get_metadata().index < request_index || !names_peer {
+            // raft-rs asks again later; a peer missing from the snapshot's configuration
+            // would refuse it, so a newer one is taken first.
+            if !names_peer {
+                self.wanted.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
             return Err(raft::Error::Store(
                 StorageError::SnapshotTemporarilyUnavailable,
             ));

@@ -2,7 +2,7 @@
 //! works: the metadata quorum as this node's controller sees it (the leader, the Raft
 //! term as the leader epoch, the commit index as the high watermark, each voter's log
 //! end and last contact). The leader knows every voter's log end; another member knows
-//! its own, the rest are -1. Twinlog's voters are its brokers, so the partition has no
+//! its own, the rest are -1. Broker-only nodes are the quorum's learners: its
 //! observers.
 
 use std::rc::Rc;
@@ -42,28 +42,24 @@ pub async fn handle(
         }
     };
     let now = now_ms();
-    let voters = q
-        .voters
-        .iter()
-        .map(|(id, end, ago)| {
+    let replica = |(id, end, ago): &(i32, i64, Option<std::time::Duration>)| {
             let seen = ago.map_or(-1, |d| now - d.as_millis() as i64);
             let mut r = ReplicaState::default()
                 .with_replica_id(BrokerId(*id))
                 .with_log_end_offset(*end);
             if version >= 1 {
                 r.last_fetch_timestamp = seen;
-                r.last_caught_up_timestamp = if *end >= q.high_watermark { seen } else { -1 };
-            }
-            r
-        })
-        .collect();
+            r.last_caught_up_timestamp = if *end >= q.high_watermark { seen } else { -1 };
+        }
+        r
+    };
     let partition = PartitionData::default()
         .with_partition_index(0)
         .with_leader_id(BrokerId(q.leader.unwrap_or(-1)))
         .with_leader_epoch(q.epoch)
         .with_high_watermark(q.high_watermark)
-        .with_current_voters(voters)
-        .with_observers(Vec::new());
+        .with_current_voters(q.voters.iter().map(replica).collect())
+        .with_observers(q.observers.iter().map(replica).collect());
     let mut resp = DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
         .with_topic_name(topic_name(METADATA_TOPIC))
         .with_partitions(vec![partition])]);

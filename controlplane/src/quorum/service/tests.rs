@@ -1,6 +1,8 @@
 //! Three members on loopback TCP, each on its own thread with its own directory:
 //! election, commits seen by every member in order, proposals to a follower refused
-//! with the leader's id, the leader stopped and replaced, and its return.
+//! with the leader's id, the leader stopped and replaced, and its return; a learner
+//! that dials a lone voter, is added, and catches up from a snapshot taken after it
+//! joined.
 
 use super::*;
 
@@ -65,7 +67,7 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
         .keys()
         .map(|&id| {
             let store = RaftStore::open(dirs[&id].path()).expect("store");
-            let h = start(id, voters.clone(), store, timing()).expect("start");
+            let h = start(id, voters.clone(), store, timing(), Role::Voter).expect("start");
             (id, h)
         })
         .collect();
@@ -100,11 +102,93 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
     }
     // The old leader comes back from its directory and catches up.
     let store = RaftStore::open(dirs[&leader].path()).expect("store");
-    let back = start(leader, voters.clone(), store, timing()).expect("restart");
+    let back = start(leader, voters.clone(), store, timing(), Role::Voter).expect("restart");
     assert_eq!(take(&back, 30), values(0..30), "replayed, then caught up");
     members.insert(leader, back);
     assert_eq!(wait_leader(&members), second);
     for (_, h) in members {
         h.stop().expect("stops");
     }
+}
+
+/// The next committed thing a member hands its owner: a snapshot's data or an entry's.
+fn next(handle: &QuorumHandle) -> (bool, String) {
+    let e = handle
+        .committed
+        .recv_timeout(Duration::from_secs(20))
+        .expect("a committed entry");
+    (
+        &e.context[..] == b"snapshot",
+        String::from_utf8_lossy(&e.data).into_owned(),
+    )
+}
+
+fn wait_status(handle: &QuorumHandle, what: &str, ok: impl Fn(&Status) -> bool) -> Status {
+    let started = Instant::now();
+    loop {
+        let s = handle.status().expect("status");
+        if ok(&s) {
+            return s;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{what}: {s:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let voters: Voters = std::iter::once((1, free_addr())).collect();
+    let store = RaftStore::open(dirs[0].path()).expect("store");
+    let voter = start(1, voters.clone(), store, timing(), Role::Voter).expect("voter");
+    wait_status(&voter, "the lone voter leads", |s| s.leader == Some(1));
+    for v in values(0..5) {
+        voter.propose(v.into_bytes()).expect("committed");
+    }
+    assert_eq!(take(&voter, 5), values(0..5));
+    // The voter's snapshot is taken before the learner exists: its configuration does
+    // not name the learner, which would refuse it.
+    voter.compact(u64::MAX, b"state@5".to_vec());
+    wait_status(&voter, "compacted", |_| true);
+
+    let store = RaftStore::open(dirs[1].path()).expect("store");
+    let learner = start(2, voters.clone(), store, timing(), Role::Learner).expect("learner");
+    assert_eq!(learner.addr, None, "a learner listens nowhere");
+    let seen = wait_status(&voter, "the learner is added", |s| s.learners.contains(&2));
+    assert_eq!(seen.voters.iter().copied().collect::<Vec<_>>(), vec![1]);
+    // The stored snapshot cannot serve the learner: a newer one is asked for.
+    wait_status(&voter, "a snapshot is wanted", |_| voter.snapshot_wanted());
+    voter.compact(u64::MAX, b"state@5+learner".to_vec());
+    assert_eq!(
+        next(&learner),
+        (true, "state@5+learner".to_string()),
+        "the learner starts from the new snapshot"
+    );
+    for v in values(5..8) {
+        voter.propose(v.into_bytes()).expect("committed");
+    }
+    assert_eq!(take(&learner, 3), values(5..8), "then follows the log");
+    assert_eq!(
+        learner.propose(b"x".to_vec()),
+        Err(ProposeError::NotLeader(Some(1))),
+        "a learner never leads"
+    );
+    let heard = wait_status(&voter, "the learner is heard", |s| {
+        s.heard.get(&2).copied().flatten().is_some()
+    });
+    assert!(!heard.refused.contains(&2));
+    // The learner's process ends: its connection closes, and the voter knows it gone.
+    learner.stop().expect("stops");
+    wait_status(&voter, "the learner is gone", |s| s.refused.contains(&2));
+    // It comes back from its directory and catches up on what it missed.
+    voter.propose(b"v8".to_vec()).expect("committed");
+    let store = RaftStore::open(dirs[1].path()).expect("store");
+    let back = start(2, voters, store, timing(), Role::Learner).expect("learner again");
+    let mut got = Vec::new();
+    while got.last().map(String::as_str) != Some("v8") {
+        got.push(next(&back).1);
+    }
+    wait_status(&voter, "the learner is back", |s| !s.refused.contains(&2));
+    back.stop().expect("stops");
+    voter.stop().expect("stops");
 }
