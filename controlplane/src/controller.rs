@@ -532,6 +532,10 @@ impl<P: PartitionOps> Controller<P> {
                 liveness.push(MetadataRecord::UnfenceBroker { node_id: *id });
             }
         }
+        if self.state.committed_cluster_id().is_none() {
+            let id = self.state.settings().cluster_id.clone();
+            liveness.insert(0, MetadataRecord::ClusterId { id });
+        }
         let mut changed = self.commit_own(liveness);
         // Elections depend on the metadata alone: worked out again only once it moved.
         if self.elections_at != Some(self.state.applied()) {

@@ -41,6 +41,7 @@ const KIND_FENCE_BROKER: u8 = 10;
 const KIND_UNFENCE_BROKER: u8 = 11;
 const KIND_CONTROLLED_SHUTDOWN: u8 = 12;
 const KIND_GUARD: u8 = 13;
+const KIND_CLUSTER_ID: u8 = 14;
 /// Longest replica list a partition record may carry.
 const REPLICAS_MAX: usize = 1024;
 
@@ -109,6 +110,9 @@ pub enum MetadataRecord {
         expected_applied: u64,
         records: u32,
     },
+    /// The cluster's id, committed once by the first active controller of a quorum (from
+    /// its `meta.properties`), so every node reports the same one.
+    ClusterId { id: String },
     /// A config was set (`Some`) or removed (`None`).
     Config {
         resource_type: ConfigResourceType,
@@ -251,6 +255,10 @@ impl MetadataRecord {
                 out.extend_from_slice(&expected_applied.to_be_bytes());
                 out.extend_from_slice(&records.to_be_bytes());
             }
+            MetadataRecord::ClusterId { id } => {
+                out.extend_from_slice(&[KIND_CLUSTER_ID, RECORD_VERSION, flags]);
+                put_str(&mut out, "cluster id", id)?;
+            }
             MetadataRecord::Config {
                 resource_type,
                 resource_name,
@@ -364,6 +372,7 @@ impl MetadataRecord {
                 expected_applied: r.i64()? as u64,
                 records: r.u32()?,
             },
+            KIND_CLUSTER_ID => MetadataRecord::ClusterId { id: r.string()? },
             KIND_CONFIG => {
                 let code = r.u8()?;
                 let resource_type = ConfigResourceType::from_code(code)
@@ -718,6 +727,9 @@ mod tests {
                 nonce: u64::MAX - 3,
                 expected_applied: 1 << 40,
                 records: 7,
+            },
+            MetadataRecord::ClusterId {
+                id: "MkU3OEVBNTcwNTJENDM2Qg".into(),
             },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,

@@ -257,6 +257,9 @@ pub struct ControllerState {
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
+    /// The cluster id the quorum committed ([`MetadataRecord::ClusterId`]); until then
+    /// this node's own.
+    cluster_id: Option<String>,
     /// Registered brokers by node id.
     brokers: BTreeMap<i32, BrokerInfo>,
     /// Records applied so far.
@@ -284,6 +287,7 @@ impl ControllerState {
             topics_by_id: HashMap::new(),
             other_configs: BTreeMap::new(),
             next_producer_id: 0,
+            cluster_id: None,
             brokers: BTreeMap::new(),
             applied: 0,
             skipping: 0,
@@ -318,6 +322,9 @@ impl ControllerState {
     /// partitions and configs, then the producer-id high-water mark.
     pub fn image_records(&self) -> Vec<MetadataRecord> {
         let mut out = Vec::new();
+        if let Some(id) = &self.cluster_id {
+            out.push(MetadataRecord::ClusterId { id: id.clone() });
+        }
         for ((resource_type, resource_name), configs) in &self.other_configs {
             for (name, value) in configs {
                 out.push(MetadataRecord::Config {
@@ -379,7 +386,8 @@ impl ControllerState {
     /// The image of the current state, as published to the data plane.
     pub fn image(&self) -> MetadataImage {
         let s = &self.settings;
-        let mut image = MetadataImage::empty(s.cluster_id.clone(), s.node_id, s.advertised);
+        let cluster_id = self.cluster_id.as_ref().unwrap_or(&s.cluster_id);
+        let mut image = MetadataImage::empty(cluster_id.clone(), s.node_id, s.advertised);
         image.offset = self.applied;
         image.brokers = self.brokers.iter().map(|(id, b)| (*id, b.addr)).collect();
         image.fenced = self
@@ -444,6 +452,11 @@ impl ControllerState {
             port: i32::from(self.settings.advertised.port()),
             rack: self.settings.rack.clone(),
         }
+    }
+
+    /// The cluster id the quorum committed, if it did.
+    pub fn committed_cluster_id(&self) -> Option<&str> {
+        self.cluster_id.as_deref()
     }
 
     /// Registered brokers.
@@ -768,6 +781,19 @@ impl ControllerState {
                         p.isr = isr.clone();
                         p.partition_epoch += 1;
                     }
+                }
+            }
+            MetadataRecord::ClusterId { id } => {
+                if *id != self.settings.cluster_id {
+                    // Kafka refuses such a node (INCONSISTENT_CLUSTER_ID); here the
+                    // quorum's id wins and the operator is told.
+                    tracing::error!(
+                        committed = %id, formatted = %self.settings.cluster_id,
+                        "this node's meta.properties names another cluster than its quorum; reporting the quorum's cluster id (format every node with the same id: twinlog format --cluster-id)"
+                    );
+                }
+                if self.cluster_id.is_none() {
+                    self.cluster_id = Some(id.clone());
                 }
             }
             MetadataRecord::ProducerIds { next_block_start } => {

@@ -570,3 +570,24 @@ fn new_partitions_take_explicit_replica_lists_of_the_topics_factor() {
     let p = partition(&state, "t", 1);
     assert_eq!((p.replicas.clone(), p.leader), (vec![2, 1], 2));
 }
+
+#[test]
+fn the_committed_cluster_id_is_every_nodes_and_survives_a_snapshot() {
+    let mut state = cluster(3);
+    assert_eq!(state.image().cluster_id, "c", "until committed: this node's own");
+    let id = MetadataRecord::ClusterId {
+        id: "quorum-id".into(),
+    };
+    state.apply(&id).expect("apply");
+    assert_eq!(state.image().cluster_id, "quorum-id");
+    // The first committed id stays.
+    state
+        .apply(&MetadataRecord::ClusterId { id: "later".into() })
+        .expect("apply");
+    assert_eq!(state.committed_cluster_id(), Some("quorum-id"));
+    let mut rebuilt = ControllerState::new(settings(1));
+    for r in state.image_records() {
+        rebuilt.apply(&r).expect("replay");
+    }
+    assert_eq!(rebuilt.image().cluster_id, "quorum-id");
+}
