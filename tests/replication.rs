@@ -14,8 +14,14 @@
 //!   names the leader and the voters first);
 //! * a rolling restart (SIGTERM, so each node moves its leaderships away first) of all
 //!   three nodes under acks=all load loses no acknowledged record;
-//! * a topic on one node grows to three replicas with `kafka-reassign-partitions`, and
-//!   `kafka-leader-election` gives its partitions back to their preferred leaders.
+//! * a cluster of one node (the quorum's only voter) grows to three: two broker-only
+//!   nodes join as the quorum's learners (`kafka-metadata-quorum` lists them as
+//!   observers), `kafka-reassign-partitions` moves every partition onto all three while
+//!   the Java producer runs, `kafka-leader-election` gives the partitions back to their
+//!   preferred leaders, and a killed broker-only node is fenced like any other;
+//! * a controller-only node (no client listener, no replicas) runs the quorum of two
+//!   broker-only nodes: Metadata lists the brokers alone and names one of them as the
+//!   controller, replication and failover work as with combined nodes.
 //!
 //! Run alone: `cargo test -p twinlog --test replication` (as root for namespaces).
 
@@ -60,53 +66,77 @@ fn connect(bootstrap: &str) -> Option<dataplane::client::BlockingConnection> {
 
 /// Three nodes sharing one quorum, on `net`.
 fn start_cluster(net: &Net, extra: &str) -> Vec<Option<Broker>> {
-    let ports: Vec<(u16, u16)> = (0..net.len())
-        .map(|i| (net.port(i, KAFKA_PORT), net.port(i, CONTROLLER_PORT)))
+    let all: Vec<usize> = (0..net.len()).collect();
+    let nodes: Vec<Option<Broker>> = start_nodes(net, &all, &all, "broker,controller", extra)
+        .into_iter()
+        .map(Some)
         .collect();
-    let voters = (0..net.len())
-        .map(|i| format!("{i}@{}:{}", net.ip(i), ports[i].1))
+    wait_brokers(&nodes, net.len());
+    nodes
+}
+
+/// Nodes `ids` of `net` with `process.roles = roles`, in the quorum whose voters are
+/// nodes `voters`, started together: each waits for its own "ready", not the others'.
+fn start_nodes(
+    net: &Net,
+    ids: &[usize],
+    voters: &[usize],
+    roles: &str,
+    extra: &str,
+) -> Vec<Broker> {
+    let voters = voters
+        .iter()
+        .map(|i| format!("{i}@{}:{}", net.ip(*i), net.port(*i, CONTROLLER_PORT)))
         .collect::<Vec<_>>()
         .join(",");
-    // Started together: each waits for its own "ready", not for the others.
-    let handles: Vec<_> = (0..net.len())
-        .map(|i| {
+    let handles: Vec<_> = ids
+        .iter()
+        .map(|&i| {
             let config = format!(
-                "\"node.id\" = {i}\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"{voters}\"\n\"offsets.topic.num.partitions\" = 3\n\"transaction.state.log.num.partitions\" = 3\n\"broker.session.timeout.ms\" = 3000\n\"replica.lag.time.max.ms\" = 3000\n\"num.partitions\" = 3\n\"default.replication.factor\" = 3\n{extra}"
+                "\"node.id\" = {i}\n\"process.roles\" = \"{roles}\"\n\"controller.quorum.voters\" = \"{voters}\"\n\"offsets.topic.num.partitions\" = 3\n\"transaction.state.log.num.partitions\" = 3\n\"broker.session.timeout.ms\" = 3000\n\"replica.lag.time.max.ms\" = 3000\n\"num.partitions\" = 3\n\"default.replication.factor\" = 3\n{extra}"
             );
-            let (host, port, ns) = (net.ip(i), ports[i].0, net.ns(i));
+            let (host, port, ns) = (net.ip(i), net.port(i, KAFKA_PORT), net.ns(i));
             thread::spawn(move || Broker::start_at(&config, host, port, ns))
         })
         .collect();
-    let nodes: Vec<Option<Broker>> = handles
+    handles
         .into_iter()
-        .map(|h| Some(h.join().expect("node starts")))
-        .collect();
-    // Every node registered and seen by every other.
+        .map(|h| h.join().expect("node starts"))
+        .collect()
+}
+
+/// The brokers a node's Metadata lists, by id.
+fn brokers_of(node: &Broker) -> Vec<i32> {
+    connect(&node.bootstrap())
+        .and_then(|mut c| {
+            c.send(
+                &MetadataRequest::default().with_topics(Some(Vec::new())),
+                12,
+            )
+            .ok()
+        })
+        .map(|r| r.brokers.iter().map(|b| b.node_id.0).collect())
+        .unwrap_or_default()
+}
+
+/// Waits until every running broker among `nodes` lists `count` brokers.
+fn wait_brokers(nodes: &[Option<Broker>], count: usize) {
     for n in nodes.iter().flatten() {
         let started = Instant::now();
         loop {
-            let brokers = connect(&n.bootstrap())
-                .and_then(|mut c| {
-                    c.send(
-                        &MetadataRequest::default().with_topics(Some(Vec::new())),
-                        12,
-                    )
-                    .ok()
-                })
-                .map_or(0, |r| r.brokers.len());
-            if brokers == net.len() {
+            let brokers = brokers_of(n);
+            if brokers.len() == count {
                 break;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(30),
-                "{} lists {brokers} brokers\n{}",
+                "{} lists brokers {brokers:?}, not {count}\n{}",
                 n.bootstrap(),
                 n.log_tail(30)
             );
             thread::sleep(Duration::from_millis(50));
         }
     }
-    nodes
 }
 
 fn bootstrap_all(nodes: &[Option<Broker>]) -> String {
@@ -118,8 +148,20 @@ fn bootstrap_all(nodes: &[Option<Broker>]) -> String {
         .join(",")
 }
 
-/// CreateTopics through any node (non-leaders forward), retried over elections.
+/// CreateTopics (replication factor 3) through any node (non-leaders forward), retried
+/// over elections.
 fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: &[(&str, &str)]) {
+    create_topic_rf(nodes, name, partitions, 3, configs);
+}
+
+/// [`create_topic`] with replication factor `rf`.
+fn create_topic_rf(
+    nodes: &[Option<Broker>],
+    name: &str,
+    partitions: i32,
+    rf: i16,
+    configs: &[(&str, &str)],
+) {
     let started = Instant::now();
     let mut last = None;
     loop {
@@ -138,7 +180,7 @@ fn create_topic(nodes: &[Option<Broker>], name: &str, partitions: i32, configs: 
                 .with_topics(vec![CreatableTopic::default()
                     .with_name(TopicName(StrBytes::from_string(name.into())))
                     .with_num_partitions(partitions)
-                    .with_replication_factor(3)
+                    .with_replication_factor(rf)
                     .with_configs(
                         configs
                             .iter()
@@ -318,26 +360,7 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
     let mut java_producer = java.then(|| {
         create_topic(&nodes, java_topic, 3, &[]);
         wait_isr(first, java_topic, 3, 3);
-        spawn_java(
-            "ReplicationChecks",
-            &[
-                "produce",
-                "--bootstrap",
-                &bootstrap_all(&nodes),
-                "--topic",
-                java_topic,
-                "--records",
-                &java_total.to_string(),
-                "--partitions",
-                "3",
-                "--ack-file",
-                &java_acks.display().to_string(),
-                "--rate",
-                "800",
-            ],
-            dir.path(),
-            "java-producer",
-        )
+        spawn_java_producer(&nodes, java_topic, java_total, 800, &java_acks, dir.path())
     });
     let started = Instant::now();
     while count_lines(&acks) < 2_000 {
@@ -393,36 +416,20 @@ fn a_leader_killed_during_acks_all_production_loses_and_duplicates_nothing() {
         read_logs(dir.path(), "producer")
     );
     if let Some(mut jp) = java_producer.take() {
-        let status = wait_child(&mut jp, Duration::from_secs(170));
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "the Java producer did not get every record acknowledged across the failover:\n{}",
-            read_logs(dir.path(), "java-producer")
-        );
+        wait_java_producer(&mut jp, dir.path(), "the failover");
     }
     // The killed node comes back, catches up and rejoins every ISR.
     nodes[victim].as_mut().expect("victim").restart_after_stop();
     wait_isr(nodes[victim].as_ref().expect("victim"), topic, 3, 3);
     if java {
         wait_isr(nodes[victim].as_ref().expect("victim"), java_topic, 3, 3);
-        let out = support::kafka::run_java(
-            "ReplicationChecks",
-            &[
-                "check",
-                "--bootstrap",
-                &bootstrap_all(&nodes),
-                "--topic",
-                java_topic,
-                "--records",
-                &java_total.to_string(),
-                "--partitions",
-                "3",
-                "--ack-file",
-                &java_acks.display().to_string(),
-            ],
-            Duration::from_secs(120),
+        check_java(
+            &nodes,
+            java_topic,
+            java_total,
+            &java_acks,
+            "after the failover",
         );
-        support::kafka::expect_ok(&out, "Java consumer check after the failover");
         assert_replicas_identical(&nodes, java_topic, 3);
     }
     let out = check_acknowledged(&py, &nodes, topic, total, &acks);
@@ -487,6 +494,72 @@ fn check_acknowledged(
     run_python(py, "ck_check.py", &args(&check), Duration::from_secs(120))
 }
 
+/// The Java producer (`ReplicationChecks produce`: idempotent, acks=all) sending records
+/// 0..`total` of `topic` (3 partitions) at `rate` records/s, acknowledgements into
+/// `acks`, output in `dir/java-producer.std{out,err}`.
+fn spawn_java_producer(
+    nodes: &[Option<Broker>],
+    topic: &str,
+    total: u32,
+    rate: u32,
+    acks: &Path,
+    dir: &Path,
+) -> std::process::Child {
+    spawn_java(
+        "ReplicationChecks",
+        &[
+            "produce",
+            "--bootstrap",
+            &bootstrap_all(nodes),
+            "--topic",
+            topic,
+            "--records",
+            &total.to_string(),
+            "--partitions",
+            "3",
+            "--ack-file",
+            &acks.display().to_string(),
+            "--rate",
+            &rate.to_string(),
+        ],
+        dir,
+        "java-producer",
+    )
+}
+
+/// Waits for the Java producer to have every record acknowledged through `what`.
+fn wait_java_producer(producer: &mut std::process::Child, dir: &Path, what: &str) {
+    let status = wait_child(producer, Duration::from_secs(170));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the Java producer did not get every record acknowledged through {what}:\n{}",
+        read_logs(dir, "java-producer")
+    );
+}
+
+/// The Java consumer (`ReplicationChecks check`) reads `topic` back: records 0..`total`,
+/// each once, every acknowledged one at its offset.
+fn check_java(nodes: &[Option<Broker>], topic: &str, total: u32, acks: &Path, what: &str) {
+    let out = support::kafka::run_java(
+        "ReplicationChecks",
+        &[
+            "check",
+            "--bootstrap",
+            &bootstrap_all(nodes),
+            "--topic",
+            topic,
+            "--records",
+            &total.to_string(),
+            "--partitions",
+            "3",
+            "--ack-file",
+            &acks.display().to_string(),
+        ],
+        Duration::from_secs(120),
+    );
+    support::kafka::expect_ok(&out, &format!("Java consumer check {what}"));
+}
+
 /// Starts a Java test client in the background, its output in `dir/name.std{out,err}`.
 fn spawn_java(class: &str, a: &[&str], dir: &Path, name: &str) -> std::process::Child {
     let out = std::fs::File::create(dir.join(format!("{name}.stdout"))).expect("stdout");
@@ -534,6 +607,16 @@ fn a_cut_off_follower_leaves_the_isr_and_min_insync_replicas_is_enforced() {
     let nodes = start_cluster(&net, "");
     let topic = "isr";
     create_topic(&nodes, topic, 1, &[("min.insync.replicas", "3")]);
+    // The Java producer on a topic of its own (min.insync.replicas 2) keeps going through
+    // the cut and the heal.
+    let java = support::kafka::missing_kafka().is_none();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (java_topic, java_total, java_acks) = ("isr-java", 6_000u32, dir.path().join("java-acks"));
+    let mut java_producer = java.then(|| {
+        create_topic(&nodes, java_topic, 3, &[("min.insync.replicas", "2")]);
+        wait_isr(nodes[0].as_ref().expect("node 0"), java_topic, 3, 3);
+        spawn_java_producer(&nodes, java_topic, java_total, 300, &java_acks, dir.path())
+    });
     let l = wait_isr(nodes[0].as_ref().expect("node 0"), topic, 1, 3);
     let leader = l[&0].0 as usize;
     kcat_produce(&nodes, topic, "all").expect("acks=all with a full ISR");
@@ -586,6 +669,18 @@ fn a_cut_off_follower_leaves_the_isr_and_min_insync_replicas_is_enforced() {
     wait_isr(leader_node, topic, 1, 3);
     kcat_produce(&nodes, topic, "all").expect("acks=all after the follower rejoined");
     assert_replicas_identical(&nodes, topic, 1);
+    if let Some(mut jp) = java_producer.take() {
+        wait_java_producer(&mut jp, dir.path(), "the follower's cut");
+        wait_isr(leader_node, java_topic, 3, 3);
+        check_java(
+            &nodes,
+            java_topic,
+            java_total,
+            &java_acks,
+            "after the follower's cut",
+        );
+        assert_replicas_identical(&nodes, java_topic, 3);
+    }
 }
 
 #[test]
@@ -704,6 +799,14 @@ fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
     let acks = dir.path().join("acks");
     let total = 40_000u32;
     let mut producer = spawn_producer(&py, &nodes, topic, total, 2500, &acks, dir.path());
+    let java = support::kafka::missing_kafka().is_none();
+    let (java_topic, java_total, java_acks) =
+        ("rolling-java", 8_000u32, dir.path().join("java-acks"));
+    let mut java_producer = java.then(|| {
+        create_topic(&nodes, java_topic, 3, &[]);
+        wait_isr(nodes[0].as_ref().expect("node 0"), java_topic, 3, 3);
+        spawn_java_producer(&nodes, java_topic, java_total, 400, &java_acks, dir.path())
+    });
     for i in 0..3 {
         let before = count_lines(&acks);
         let started = Instant::now();
@@ -727,6 +830,18 @@ fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
     let out = check_acknowledged(&py, &nodes, topic, total, &acks);
     assert_success(&out, nodes[0].as_ref().expect("node 0"));
     assert_replicas_identical(&nodes, topic, 3);
+    if let Some(mut jp) = java_producer.take() {
+        wait_java_producer(&mut jp, dir.path(), "the rolling restart");
+        wait_isr(nodes[0].as_ref().expect("node 0"), java_topic, 3, 3);
+        check_java(
+            &nodes,
+            java_topic,
+            java_total,
+            &java_acks,
+            "after the rolling restart",
+        );
+        assert_replicas_identical(&nodes, java_topic, 3);
+    }
     for n in nodes.iter().flatten() {
         assert!(
             n.log_tail(100_000).contains("controlled shutdown"),
@@ -738,79 +853,120 @@ fn a_rolling_restart_under_load_loses_no_acknowledged_record() {
 }
 
 #[test]
-fn a_topic_on_one_node_grows_to_three_with_kafka_reassign_partitions() {
+fn a_cluster_of_one_node_grows_to_three_with_kafka_reassign_partitions() {
     if skip_if(support::kafka::missing_kafka(), "kafka-reassign-partitions") {
         return;
     }
     let net = Net::new(3);
-    let nodes = start_cluster(&net, "\"auto.leader.rebalance.enable\" = false\n");
-    let topic = "grow";
-    // All three partitions on node 0 alone, with data.
+    let extra = "\"auto.leader.rebalance.enable\" = false\n";
+    // One node: a broker and the quorum's only voter.
+    let mut nodes: Vec<Option<Broker>> = vec![None, None, None];
+    nodes[0] = start_nodes(&net, &[0], &[0], "broker,controller", extra).pop();
+    wait_brokers(&nodes, 1);
+    let (topic, java_topic) = ("grow", "grow-java");
     let via = bootstrap_all(&nodes);
-    let out = support::kafka::run_tool(
-        "kafka-topics",
-        &[
-            "--bootstrap-server",
-            &via,
-            "--create",
-            "--topic",
-            topic,
-            "--replica-assignment",
-            "0,0,0",
-        ],
-        None,
-        Duration::from_secs(60),
-    );
-    support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment");
-    let n0 = nodes[0].as_ref().expect("node 0");
-    let l = wait_isr(n0, topic, 3, 1);
+    for t in [topic, java_topic] {
+        let out = support::kafka::run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--create",
+                "--topic",
+                t,
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "1",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-topics --create on the one node");
+    }
+    let l = wait_isr(nodes[0].as_ref().expect("node 0"), topic, 3, 1);
     assert!(
         l.values()
             .all(|(leader, isr)| *leader == 0 && isr == &vec![0]),
         "{l:?}"
     );
-    for p in 0..3 {
-        let input = format!("{p}-a\n{p}-b\n{p}-c\n");
-        let out = support::run_command(
-            std::process::Command::new("kcat").args([
-                "-P",
-                "-b",
-                &via,
-                "-t",
-                topic,
-                "-p",
-                &p.to_string(),
-                "-X",
-                "acks=all",
-            ]),
-            Some(input.as_bytes()),
-            Duration::from_secs(30),
-        );
-        assert!(out.success(), "{}", out.describe());
+    kcat_records(&via, topic, "a");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (java_total, java_acks) = (4_000u32, dir.path().join("java-acks"));
+    let mut java_producer =
+        spawn_java_producer(&nodes, java_topic, java_total, 400, &java_acks, dir.path());
+    // Two broker-only nodes join the one-voter quorum as learners, while the Java
+    // producer runs.
+    for (i, b) in (1..).zip(start_nodes(&net, &[1, 2], &[0], "broker", extra)) {
+        nodes[i] = Some(b);
     }
-    // Reassign every partition to all three nodes, each with a different preferred leader.
+    wait_brokers(&nodes, 3);
+    let via = bootstrap_all(&nodes);
+    let n0 = nodes[0].as_ref().expect("node 0");
+    let out = support::kafka::run_tool(
+        "kafka-metadata-quorum",
+        &["--bootstrap-server", &via, "describe", "--status"],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-metadata-quorum describe --status");
+    let field = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    eprintln!(
+        "[replication] kafka-metadata-quorum: {}",
+        out.stdout.replace('\n', " | ")
+    );
+    assert_eq!(field("LeaderId"), "0", "{}", out.stdout);
+    let (voters, observers) = (field("CurrentVoters"), field("CurrentObservers"));
+    let names = |list: &str, id: i32| {
+        list.contains(&format!("\"id\": {id}")) || list.contains(&format!("[{id}"))
+    };
+    assert!(
+        names(&voters, 0) && !names(&voters, 1) && !names(&voters, 2),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        names(&observers, 1) && names(&observers, 2),
+        "{}",
+        out.stdout
+    );
+    // Every partition of both topics onto all three nodes, each with a different
+    // preferred leader.
+    let mut plan = Vec::new();
+    for t in [topic, java_topic] {
+        for (p, replicas) in [(0, "[0,1,2]"), (1, "[1,2,0]"), (2, "[2,0,1]")] {
+            plan.push(format!(
+                r#"{{"topic":"{t}","partition":{p},"replicas":{replicas}}}"#
+            ));
+        }
+    }
     let plan = dir_file(
         "reassign.json",
-        r#"{"version":1,"partitions":[
-            {"topic":"grow","partition":0,"replicas":[0,1,2]},
-            {"topic":"grow","partition":1,"replicas":[1,2,0]},
-            {"topic":"grow","partition":2,"replicas":[2,0,1]}]}"#,
+        &format!(r#"{{"version":1,"partitions":[{}]}}"#, plan.join(",")),
     );
     reassign_tool(&via, &plan.1, "--execute");
     let started = Instant::now();
     loop {
         let text = reassign_tool(&via, &plan.1, "--verify");
-        if text.matches("is completed").count() >= 3 {
+        if text.matches("is completed").count() >= 6 {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(90),
             "reassignment not completed:\n{text}"
         );
         thread::sleep(Duration::from_millis(500));
     }
     let l = wait_isr(n0, topic, 3, 3);
     eprintln!("[replication] after the reassignment: {l:?}");
+    wait_isr(n0, java_topic, 3, 3);
     // Preferred leaders back with kafka-leader-election.
     let out = support::kafka::run_tool(
         "kafka-leader-election",
@@ -839,7 +995,134 @@ fn a_topic_on_one_node_grows_to_three_with_kafka_reassign_partitions() {
         );
         thread::sleep(Duration::from_millis(200));
     }
+    kcat_records(&via, topic, "b");
+    wait_java_producer(&mut java_producer, dir.path(), "the cluster's growth");
+    check_java(
+        &nodes,
+        java_topic,
+        java_total,
+        &java_acks,
+        "after the growth",
+    );
     assert_replicas_identical(&nodes, topic, 3);
+    assert_replicas_identical(&nodes, java_topic, 3);
+    // A broker-only node killed is fenced like any other: its leadership moves.
+    nodes[1].as_mut().expect("node 1").kill9();
+    let n0 = nodes[0].as_ref().expect("node 0");
+    let started = Instant::now();
+    loop {
+        let l = leaders(n0, topic);
+        if l.get(&1)
+            .is_some_and(|(leader, isr)| *leader != 1 && *leader >= 0 && !isr.contains(&1))
+        {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the killed broker-only node still leads: {l:?}\n{}",
+            n0.log_tail(30)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    kcat_records(&bootstrap_all(&nodes), topic, "c");
+}
+
+#[test]
+fn a_controller_only_node_runs_the_quorum_of_broker_only_nodes() {
+    if skip_if(support::missing_program("kcat"), "process.roles") {
+        return;
+    }
+    let net = Net::new(3);
+    // Node 0 is the quorum's only voter and no broker; 1 and 2 are brokers only.
+    let controller = start_nodes(&net, &[0], &[0], "controller", "").pop();
+    let mut nodes: Vec<Option<Broker>> = vec![None];
+    nodes.extend(
+        start_nodes(&net, &[1, 2], &[0], "broker", "")
+            .into_iter()
+            .map(Some),
+    );
+    wait_brokers(&nodes, 2);
+    let b1 = nodes[1].as_ref().expect("node 1");
+    assert_eq!(brokers_of(b1), vec![1, 2], "the controller is no broker");
+    let named = controller_of(b1);
+    assert!(
+        named == 1 || named == 2,
+        "Metadata names a reachable broker as the controller, not {named}"
+    );
+    let topic = "roles";
+    create_topic_rf(&nodes, topic, 3, 2, &[]);
+    let l = wait_isr(b1, topic, 3, 2);
+    assert!(
+        l.values().all(|(leader, _)| *leader == 1 || *leader == 2),
+        "{l:?}"
+    );
+    let via = bootstrap_all(&nodes);
+    kcat_records(&via, topic, "a");
+    if support::kafka::missing_kafka().is_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let acks = dir.path().join("java-acks");
+        create_topic_rf(&nodes, "roles-java", 3, 2, &[]);
+        wait_isr(b1, "roles-java", 3, 2);
+        let mut jp = spawn_java_producer(&nodes, "roles-java", 2_000, 500, &acks, dir.path());
+        wait_java_producer(&mut jp, dir.path(), "a controller-only quorum");
+        check_java(&nodes, "roles-java", 2_000, &acks, "on broker-only nodes");
+        let out = support::kafka::run_tool(
+            "kafka-metadata-quorum",
+            &["--bootstrap-server", &via, "describe", "--replication"],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-metadata-quorum describe --replication");
+        eprintln!(
+            "[replication] kafka-metadata-quorum: {}",
+            out.stdout.replace('\n', " | ")
+        );
+        let row = |id: i32| {
+            out.stdout
+                .lines()
+                .find(|l| l.split_whitespace().next() == Some(&id.to_string()))
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(row(0).contains("Leader"), "{}", out.stdout);
+        assert!(
+            row(1).contains("Observer") && row(2).contains("Observer"),
+            "{}",
+            out.stdout
+        );
+    }
+    assert_replicas_identical(&nodes, topic, 3);
+    // The broker holding half the leaderships dies; the controller moves them.
+    nodes[1].as_mut().expect("node 1").kill9();
+    let b2 = nodes[2].as_ref().expect("node 2");
+    wait_isr(b2, topic, 3, 1);
+    assert!(leaders(b2, topic).values().all(|(leader, _)| *leader == 2));
+    kcat_records(&bootstrap_all(&nodes), topic, "b");
+    drop(controller);
+}
+
+/// Three records into each of partitions 0..3 of `topic` with kcat (acks=all), values
+/// `{partition}-{tag}{i}`.
+fn kcat_records(bootstrap: &str, topic: &str, tag: &str) {
+    for p in 0..3 {
+        let input = format!("{p}-{tag}0\n{p}-{tag}1\n{p}-{tag}2\n");
+        let out = support::run_command(
+            std::process::Command::new("kcat").args([
+                "-P",
+                "-b",
+                bootstrap,
+                "-t",
+                topic,
+                "-p",
+                &p.to_string(),
+                "-X",
+                "acks=all",
+            ]),
+            Some(input.as_bytes()),
+            Duration::from_secs(30),
+        );
+        assert!(out.success(), "{}", out.describe());
+    }
 }
 
 /// `kafka-reassign-partitions` with the plan in `file` and `action` (`--execute`,

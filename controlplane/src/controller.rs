@@ -374,7 +374,12 @@ impl<P: PartitionOps> Controller<P> {
         image.controller_id = match active {
             Some(id) if reachable(&id) => id,
             _ if self.broker => image.node_id,
-            _ => image.brokers.keys().copied().find(reachable).unwrap_or(image.node_id),
+            _ => image
+                .brokers
+                .keys()
+                .copied()
+                .find(reachable)
+                .unwrap_or(image.node_id),
         };
         self.published_controller = active;
         self.metadata.publish(image);

@@ -128,6 +128,9 @@ impl Broker {
         Broker::start_with(config_toml, |_| {}, host, Some(port), netns)
     }
 
+    /// The cluster id every node of a test quorum is formatted with.
+    pub const TEST_CLUSTER_ID: &'static str = "MkU3OEVBNTcwNTJENDM2Qg";
+
     /// [`Broker::start`] after `prepare` ran on the (empty) data directory.
     pub fn start_prepared(config_toml: &str, prepare: impl FnOnce(&Path)) -> Broker {
         Broker::start_with(
@@ -159,6 +162,11 @@ impl Broker {
         };
         fs::create_dir_all(dir.path().join("data")).expect("data dir");
         prepare(&dir.path().join("data"));
+        if config_toml.contains("controller.quorum.voters")
+            && !dir.path().join("data/meta.properties").exists()
+        {
+            format_node(&dir.path().join("data"), config_toml);
+        }
         let mut broker = Broker {
             dir,
             port: port.unwrap_or_else(free_port),
@@ -289,6 +297,9 @@ impl Broker {
                     self.log_tail(60)
                 );
             }
+            if self.log().contains("twinlog ready") && !self.serves_clients() {
+                break;
+            }
             if self.log().contains("twinlog ready") {
                 match metadata_roundtrip(self.addr(), Duration::from_secs(5)) {
                     Ok(_) => break,
@@ -311,6 +322,16 @@ impl Broker {
             started.elapsed(),
             self.dir.path().display()
         );
+    }
+
+    /// Whether this node has the broker role (a controller-only node serves no client).
+    fn serves_clients(&self) -> bool {
+        let config = self
+            .config
+            .as_ref()
+            .and_then(|c| fs::read_to_string(c).ok())
+            .unwrap_or_default();
+        !config.contains("\"process.roles\" = \"controller\"")
     }
 
     /// Replaces the TOML config for the next starts.
@@ -478,6 +499,29 @@ impl Broker {
         assert!(!panicked, "the broker panicked\n{}", self.log_tail(60));
         assert_eq!(errors, 0, "errors in the broker log\n{}", self.log_tail(60));
     }
+}
+
+/// `twinlog format` of a cluster node's data directory with [`Broker::TEST_CLUSTER_ID`]:
+/// the nodes of one test cluster share it, as `kafka-storage format` gives every node
+/// of a Kafka cluster the same id.
+fn format_node(data: &Path, config_toml: &str) {
+    let node_id = config_toml
+        .lines()
+        .find_map(|l| l.strip_prefix("\"node.id\" = "))
+        .map_or_else(|| "0".to_string(), |v| v.trim().to_string());
+    let out = Command::new(env!("CARGO_BIN_EXE_twinlog"))
+        .arg("format")
+        .arg("--data-dir")
+        .arg(data)
+        .args([
+            "--cluster-id",
+            Broker::TEST_CLUSTER_ID,
+            "--node-id",
+            &node_id,
+        ])
+        .output()
+        .expect("run twinlog format");
+    assert!(out.status.success(), "twinlog format: {out:?}");
 }
 
 /// The segment files (`.log`) of one partition directory, in offset order.

@@ -288,35 +288,39 @@ impl MetadataJournal {
 
     /// The quorum as this member sees it (DescribeQuorum).
     pub fn describe(&self) -> dataplane::controller::QuorumDescription {
-        let (id, leader, term, committed, progress, heard, (conf_voters, learners)) = match &self
-            .member
-        {
-            Member::Alone(node) => (
-                node.id(),
-                node.leader(),
-                node.term(),
-                node.committed(),
-                node.progress(),
-                std::collections::BTreeMap::new(),
-                (
-                    std::iter::once(node.id()).collect(),
-                    std::collections::BTreeSet::new(),
+        let (id, leader, term, committed, progress, heard, (conf_voters, learners)) =
+            match &self.member {
+                Member::Alone(node) => (
+                    node.id(),
+                    node.leader(),
+                    node.term(),
+                    node.committed(),
+                    node.progress(),
+                    std::collections::BTreeMap::new(),
+                    (
+                        std::iter::once(node.id()).collect(),
+                        std::collections::BTreeSet::new(),
+                    ),
                 ),
-            ),
-            Member::Cluster(h) => match h.status() {
-                Some(s) => (
-                    s.id,
-                    s.leader,
-                    s.term,
-                    s.committed,
-                    s.progress,
-                    s.heard,
-                    (s.voters, s.learners),
-                ),
-                None => return dataplane::controller::QuorumDescription::default(),
-            },
-        };
-        let known: std::collections::BTreeMap<u64, u64> = progress.into_iter().collect();
+                Member::Cluster(h) => match h.status() {
+                    Some(s) => (
+                        s.id,
+                        s.leader,
+                        s.term,
+                        s.committed,
+                        s.progress,
+                        s.heard,
+                        (s.voters, s.learners),
+                    ),
+                    None => return dataplane::controller::QuorumDescription::default(),
+                },
+            };
+        let mut known: std::collections::BTreeMap<u64, u64> = progress.into_iter().collect();
+        // A member that does not lead knows the leader's log reaches at least what is
+        // committed (Kafka answers from the leader; this member answers what it knows).
+        if let Some(l) = leader.filter(|l| *l != id) {
+            known.entry(l).or_insert(committed);
+        }
         let (mut voters, mut observers) = (Vec::new(), Vec::new());
         for v in conf_voters.iter().chain(&learners).copied() {
             let end = known.get(&v).map_or(-1, |e| *e as i64);

@@ -306,7 +306,10 @@ fn learner_link(
 ) {
     let mut conn: Option<(TcpStream, Arc<AtomicBool>)> = None;
     while !stop.load(Ordering::SeqCst) {
-        if conn.as_ref().is_some_and(|(_, broken)| broken.load(Ordering::SeqCst)) {
+        if conn
+            .as_ref()
+            .is_some_and(|(_, broken)| broken.load(Ordering::SeqCst))
+        {
             conn = None;
         }
         if conn.is_none() {

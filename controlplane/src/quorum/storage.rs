@@ -263,7 +263,11 @@ impl RaftStore {
     pub fn past_dataless(&self, index: u64, upto: u64) -> u64 {
         let c = self.rl();
         let mut at = index;
-        for (e, _) in c.entries.iter().filter(|(e, _)| e.index > index && e.index <= upto) {
+        for (e, _) in c
+            .entries
+            .iter()
+            .filter(|(e, _)| e.index > index && e.index <= upto)
+        {
             let dataless = e.data.is_empty() || e.get_entry_type() != EntryType::EntryNormal;
             if e.index != at + 1 || !dataless {
                 break;

@@ -574,7 +574,11 @@ fn new_partitions_take_explicit_replica_lists_of_the_topics_factor() {
 #[test]
 fn the_committed_cluster_id_is_every_nodes_and_survives_a_snapshot() {
     let mut state = cluster(3);
-    assert_eq!(state.image().cluster_id, "c", "until committed: this node's own");
+    assert_eq!(
+        state.image().cluster_id,
+        "c",
+        "until committed: this node's own"
+    );
     let id = MetadataRecord::ClusterId {
         id: "quorum-id".into(),
     };

@@ -43,12 +43,12 @@ pub async fn handle(
     };
     let now = now_ms();
     let replica = |(id, end, ago): &(i32, i64, Option<std::time::Duration>)| {
-            let seen = ago.map_or(-1, |d| now - d.as_millis() as i64);
-            let mut r = ReplicaState::default()
-                .with_replica_id(BrokerId(*id))
-                .with_log_end_offset(*end);
-            if version >= 1 {
-                r.last_fetch_timestamp = seen;
+        let seen = ago.map_or(-1, |d| now - d.as_millis() as i64);
+        let mut r = ReplicaState::default()
+            .with_replica_id(BrokerId(*id))
+            .with_log_end_offset(*end);
+        if version >= 1 {
+            r.last_fetch_timestamp = seen;
             r.last_caught_up_timestamp = if *end >= q.high_watermark { seen } else { -1 };
         }
         r
