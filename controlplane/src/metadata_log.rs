@@ -42,6 +42,7 @@ const KIND_UNFENCE_BROKER: u8 = 11;
 const KIND_CONTROLLED_SHUTDOWN: u8 = 12;
 const KIND_GUARD: u8 = 13;
 const KIND_CLUSTER_ID: u8 = 14;
+const KIND_VOTER_ENDPOINT: u8 = 15;
 /// Longest replica list a partition record may carry.
 const REPLICAS_MAX: usize = 1024;
 
@@ -113,6 +114,15 @@ pub enum MetadataRecord {
     /// The cluster's id, committed once by the first active controller of a quorum (from
     /// its `meta.properties`), so every node reports the same one.
     ClusterId { id: String },
+    /// A controller of a dynamic quorum (KIP-853): its metadata directory id and the
+    /// address its Raft transport listens on, committed before it is added as a voter so
+    /// every member can dial it (Kafka's VotersRecord endpoints).
+    VoterEndpoint {
+        node_id: i32,
+        directory_id: uuid::Uuid,
+        host: String,
+        port: i32,
+    },
     /// A config was set (`Some`) or removed (`None`).
     Config {
         resource_type: ConfigResourceType,
@@ -259,6 +269,18 @@ impl MetadataRecord {
                 out.extend_from_slice(&[KIND_CLUSTER_ID, RECORD_VERSION, flags]);
                 put_str(&mut out, "cluster id", id)?;
             }
+            MetadataRecord::VoterEndpoint {
+                node_id,
+                directory_id,
+                host,
+                port,
+            } => {
+                out.extend_from_slice(&[KIND_VOTER_ENDPOINT, RECORD_VERSION, flags]);
+                out.extend_from_slice(&node_id.to_be_bytes());
+                out.extend_from_slice(directory_id.as_bytes());
+                put_str(&mut out, "host", host)?;
+                out.extend_from_slice(&port.to_be_bytes());
+            }
             MetadataRecord::Config {
                 resource_type,
                 resource_name,
@@ -373,6 +395,12 @@ impl MetadataRecord {
                 records: r.u32()?,
             },
             KIND_CLUSTER_ID => MetadataRecord::ClusterId { id: r.string()? },
+            KIND_VOTER_ENDPOINT => MetadataRecord::VoterEndpoint {
+                node_id: r.i32()?,
+                directory_id: r.uuid()?,
+                host: r.string()?,
+                port: r.i32()?,
+            },
             KIND_CONFIG => {
                 let code = r.u8()?;
                 let resource_type = ConfigResourceType::from_code(code)
@@ -730,6 +758,12 @@ mod tests {
             },
             MetadataRecord::ClusterId {
                 id: "MkU3OEVBNTcwNTJENDM2Qg".into(),
+            },
+            MetadataRecord::VoterEndpoint {
+                node_id: 4,
+                directory_id: uuid::Uuid::from_u128(7),
+                host: "10.0.0.4".into(),
+                port: 9093,
             },
             MetadataRecord::Config {
                 resource_type: ConfigResourceType::Topic,

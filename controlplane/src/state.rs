@@ -260,6 +260,8 @@ pub struct ControllerState {
     /// The cluster id the quorum committed ([`MetadataRecord::ClusterId`]); until then
     /// this node's own.
     cluster_id: Option<String>,
+    /// Controllers of a dynamic quorum: node id -> (directory id, Raft address).
+    voter_endpoints: BTreeMap<i32, (uuid::Uuid, SocketAddr)>,
     /// Registered brokers by node id.
     brokers: BTreeMap<i32, BrokerInfo>,
     /// Records applied so far.
@@ -288,6 +290,7 @@ impl ControllerState {
             other_configs: BTreeMap::new(),
             next_producer_id: 0,
             cluster_id: None,
+            voter_endpoints: BTreeMap::new(),
             brokers: BTreeMap::new(),
             applied: 0,
             skipping: 0,
@@ -324,6 +327,14 @@ impl ControllerState {
         let mut out = Vec::new();
         if let Some(id) = &self.cluster_id {
             out.push(MetadataRecord::ClusterId { id: id.clone() });
+        }
+        for (node_id, (directory_id, addr)) in &self.voter_endpoints {
+            out.push(MetadataRecord::VoterEndpoint {
+                node_id: *node_id,
+                directory_id: *directory_id,
+                host: addr.ip().to_string(),
+                port: i32::from(addr.port()),
+            });
         }
         for ((resource_type, resource_name), configs) in &self.other_configs {
             for (name, value) in configs {
@@ -452,6 +463,12 @@ impl ControllerState {
             port: i32::from(self.settings.advertised.port()),
             rack: self.settings.rack.clone(),
         }
+    }
+
+    /// The controllers of a dynamic quorum whose endpoints were committed: node id ->
+    /// (directory id, Raft address).
+    pub fn voter_endpoints(&self) -> &BTreeMap<i32, (uuid::Uuid, SocketAddr)> {
+        &self.voter_endpoints
     }
 
     /// The cluster id the quorum committed, if it did.
@@ -782,6 +799,20 @@ impl ControllerState {
                         p.partition_epoch += 1;
                     }
                 }
+            }
+            MetadataRecord::VoterEndpoint {
+                node_id,
+                directory_id,
+                host,
+                port,
+            } => {
+                let addr = host
+                    .parse::<std::net::IpAddr>()
+                    .ok()
+                    .zip(u16::try_from(*port).ok())
+                    .map(SocketAddr::from)
+                    .ok_or_else(|| fail(format!("voter endpoint {host}:{port} is no address")))?;
+                self.voter_endpoints.insert(*node_id, (*directory_id, addr));
             }
             MetadataRecord::ClusterId { id } => {
                 if *id != self.settings.cluster_id {

@@ -233,8 +233,22 @@ impl QuorumNode {
 
     /// Proposes adding `id` as a learner (it receives the log and never votes).
     pub fn add_learner(&mut self, id: u64) -> Result<(), QuorumError> {
+        self.change(ConfChangeType::AddLearnerNode, id)
+    }
+
+    /// Proposes making `id` a voter (from any member: a follower forwards it).
+    pub fn add_voter(&mut self, id: u64) -> Result<(), QuorumError> {
+        self.change(ConfChangeType::AddNode, id)
+    }
+
+    /// Proposes taking `id` out of the configuration.
+    pub fn remove_voter(&mut self, id: u64) -> Result<(), QuorumError> {
+        self.change(ConfChangeType::RemoveNode, id)
+    }
+
+    fn change(&mut self, kind: ConfChangeType, id: u64) -> Result<(), QuorumError> {
         let mut single = ConfChangeSingle::default();
-        single.set_change_type(ConfChangeType::AddLearnerNode);
+        single.set_change_type(kind);
         single.node_id = id;
         let mut cc = ConfChangeV2::default();
         cc.mut_changes().push(single);

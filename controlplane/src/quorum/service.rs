@@ -83,7 +83,31 @@ enum Event {
         id: u64,
         conn: u64,
     },
+    /// A link dialled to a bootstrap server reached voter `id`: `tx` is its route.
+    Linked {
+        id: u64,
+        tx: SyncSender<Message>,
+    },
+    /// Dial the voter `id` at this address (its endpoint, committed in the metadata).
+    Dial(u64, SocketAddr),
+    /// Change the voter set; answered once the change is applied.
+    ChangeVoters(Change, Sender<Result<(), String>>),
 }
+
+/// A change of the voter set (KIP-853's AddRaftVoter / RemoveRaftVoter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Make a member (usually a caught-up learner) a voter.
+    Add(u64),
+    /// Take a voter out.
+    Remove(u64),
+}
+
+/// A membership change waiting to be applied.
+type VoterChange = (Change, Instant, Sender<Result<(), String>>);
+
+/// How long a membership change may take to commit.
+const CHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// What a member knows of the quorum.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,6 +165,21 @@ impl QuorumHandle {
         let _ = self.events.send(Event::Compact(index, data));
     }
 
+    /// Dials the voter `id` at `addr` unless a route to it exists.
+    pub fn dial(&self, id: u64, addr: SocketAddr) {
+        let _ = self.events.send(Event::Dial(id, addr));
+    }
+
+    /// Changes the voter set; answers once the change is applied here.
+    pub fn change_voters(&self, change: Change) -> Result<(), String> {
+        let (tx, rx) = mpsc::channel();
+        self.events
+            .send(Event::ChangeVoters(change, tx))
+            .map_err(|_| "the quorum member stopped".to_string())?;
+        rx.recv_timeout(CHANGE_TIMEOUT + Duration::from_secs(5))
+            .map_err(|_| "the quorum member did not answer".to_string())?
+    }
+
     /// Whether a peer needs a snapshot newer than the stored one (see
     /// [`RaftStore::snapshot_wanted`]).
     pub fn snapshot_wanted(&self) -> bool {
@@ -190,7 +229,7 @@ fn write_frame(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
     stream.write_all(&buf)
 }
 
-fn write_join(stream: &mut TcpStream, id: u64) -> std::io::Result<()> {
+fn write_join(mut stream: impl Write, id: u64) -> std::io::Result<()> {
     let mut buf = (8 | JOIN_FLAG).to_be_bytes().to_vec();
     buf.extend_from_slice(&id.to_be_bytes());
     stream.write_all(&buf)
@@ -267,13 +306,20 @@ fn peer_writer(
 
 /// Reads frames from one accepted connection (number `conn`) into the member's events.
 /// A learner's join hands the member a writing end of the same connection.
-fn peer_reader(conn: u64, mut stream: TcpStream, events: Sender<Event>, stop: Arc<AtomicBool>) {
+fn peer_reader(
+    (me, conn): (u64, u64),
+    mut stream: TcpStream,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+) {
     let mut joined = None;
     while !stop.load(Ordering::SeqCst) {
         let event = match read_frame(&mut stream) {
             Ok(Frame::Raft(m)) => Event::Message(m),
             Ok(Frame::Join(id)) => match stream.try_clone() {
-                Ok(back) => {
+                // Answered with this member's id (its hello), before anything else is
+                // written back.
+                Ok(back) if write_join(&back, me).is_ok() => {
                     joined = Some(id);
                     Event::Joined {
                         id,
@@ -281,7 +327,7 @@ fn peer_reader(conn: u64, mut stream: TcpStream, events: Sender<Event>, stop: Ar
                         stream: back,
                     }
                 }
-                Err(_) => break,
+                _ => break,
             },
             Err(_) => break,
         };
@@ -294,16 +340,32 @@ fn peer_reader(conn: u64, mut stream: TcpStream, events: Sender<Event>, stop: Ar
     }
 }
 
-/// A learner's link to one voter: dials it (again, whenever the connection broke),
-/// joins, reads what the voter sends back into the member's events, and writes what
-/// the queue holds.
-fn learner_link(
+/// A link to one voter: dials it (again, whenever the connection broke), joins,
+/// reads what the voter sends back into the member's events, and writes what the queue
+/// holds. The voter answers a join with its own id: a link dialled to a bootstrap
+/// server (`target` unknown) learns whom it reaches from that, and offers its queue
+/// (`tx`) to the member as that voter's route.
+struct Link {
     me: u64,
+    target: Option<u64>,
     addr: SocketAddr,
-    queue: Receiver<Message>,
+    tx: SyncSender<Message>,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
-) {
+    /// The last dial was refused: nothing listens there.
+    refused: Arc<AtomicBool>,
+}
+
+fn learner_link(link: Link, queue: Receiver<Message>) {
+    let Link {
+        me,
+        target,
+        addr,
+        tx,
+        events,
+        stop,
+        refused,
+    } = link;
     let mut conn: Option<(TcpStream, Arc<AtomicBool>)> = None;
     while !stop.load(Ordering::SeqCst) {
         if conn
@@ -313,29 +375,41 @@ fn learner_link(
             conn = None;
         }
         if conn.is_none() {
-            if let Ok(mut c) = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                let _ = c.set_nodelay(true);
-                let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
-                let broken = Arc::new(AtomicBool::new(false));
-                if let (Ok(()), Ok(mut back)) = (write_join(&mut c, me), c.try_clone()) {
-                    let events = events.clone();
-                    let (stop, flag) = (Arc::clone(&stop), Arc::clone(&broken));
-                    let _ = std::thread::Builder::new()
-                        .name(format!("quorum-learn-{me}"))
-                        .spawn(move || {
-                            while !stop.load(Ordering::SeqCst) {
-                                match read_frame(&mut back) {
-                                    Ok(Frame::Raft(m)) => {
-                                        if events.send(Event::Message(m)).is_err() {
-                                            break;
+            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+                Ok(mut c) => {
+                    refused.store(false, Ordering::SeqCst);
+                    let _ = c.set_nodelay(true);
+                    let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
+                    let broken = Arc::new(AtomicBool::new(false));
+                    if let (Ok(()), Ok(mut back)) = (write_join(&mut c, me), c.try_clone()) {
+                        let events = events.clone();
+                        let (stop, flag, tx) =
+                            (Arc::clone(&stop), Arc::clone(&broken), tx.clone());
+                        let _ = std::thread::Builder::new()
+                            .name(format!("quorum-link-{me}"))
+                            .spawn(move || {
+                                while !stop.load(Ordering::SeqCst) {
+                                    let event = match read_frame(&mut back) {
+                                        Ok(Frame::Raft(m)) => Event::Message(m),
+                                        // The voter's hello: who this link reaches.
+                                        Ok(Frame::Join(id)) if target.is_none() && id != me => {
+                                            Event::Linked { id, tx: tx.clone() }
                                         }
+                                        Ok(Frame::Join(_)) => continue,
+                                        Err(_) => break,
+                                    };
+                                    if events.send(event).is_err() {
+                                        break;
                                     }
-                                    Ok(Frame::Join(_)) | Err(_) => break,
                                 }
-                            }
-                            flag.store(true, Ordering::SeqCst);
-                        });
-                    conn = Some((c, broken));
+                                flag.store(true, Ordering::SeqCst);
+                            });
+                        conn = Some((c, broken));
+                    }
+                }
+                Err(e) => {
+                    let gone = e.kind() == std::io::ErrorKind::ConnectionRefused;
+                    refused.store(gone, Ordering::SeqCst);
                 }
             }
         }
@@ -370,8 +444,25 @@ fn os_error(op: &'static str, what: &str) -> impl FnOnce(std::io::Error) -> Quor
     move |source| QuorumError::Store(super::storage::StoreError::Io { op, path, source })
 }
 
-/// Starts member `id` over `store`: a voter of `voters` listening on its own address
-/// there (port 0 picks one: see [`QuorumHandle::addr`]), or a learner dialling them.
+/// How a member reaches the others and is reached.
+#[derive(Debug, Clone, Default)]
+pub struct Transport {
+    /// `controller.quorum.voters`: a static quorum's voters, Raft id -> address.
+    pub voters: Voters,
+    /// `controller.quorum.bootstrap.servers`: dialled without knowing whom they are (a
+    /// dynamic quorum); each voter's hello names it.
+    pub bootstrap: Vec<SocketAddr>,
+    /// Where this member listens for the others (a controller); `None`: it only dials
+    /// (a broker-only learner).
+    pub listen: Option<SocketAddr>,
+    /// The voters a fresh store starts with (empty: it waits for the leader's
+    /// snapshot).
+    pub initial_voters: Vec<u64>,
+}
+
+/// Starts member `id` of the static quorum `voters` over `store`: a voter listening on
+/// its own address there (port 0 picks one: see [`QuorumHandle::addr`]), or a learner
+/// dialling them.
 pub fn start(
     id: u64,
     voters: Voters,
@@ -379,55 +470,63 @@ pub fn start(
     timing: QuorumTiming,
     role: Role,
 ) -> Result<QuorumHandle, QuorumError> {
-    // A learner starts with no configuration: the leader's snapshot brings it.
-    let ids: Vec<u64> = match role {
-        Role::Voter => voters.keys().copied().collect(),
-        Role::Learner => Vec::new(),
+    let transport = Transport {
+        listen: (role == Role::Voter).then(|| {
+            voters
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+        }),
+        // A learner starts with no configuration: the leader's snapshot brings it.
+        initial_voters: match role {
+            Role::Voter => voters.keys().copied().collect(),
+            Role::Learner => Vec::new(),
+        },
+        voters,
+        bootstrap: Vec::new(),
     };
-    let node = QuorumNode::open(id, &ids, store.clone(), timing)?;
+    start_with(id, transport, store, timing)
+}
+
+/// Starts member `id` over `store`, reaching the others as `transport` says.
+pub fn start_with(
+    id: u64,
+    transport: Transport,
+    store: RaftStore,
+    timing: QuorumTiming,
+) -> Result<QuorumHandle, QuorumError> {
+    let node = QuorumNode::open(id, &transport.initial_voters, store.clone(), timing)?;
     let stop = Arc::new(AtomicBool::new(false));
     let (events_tx, events) = mpsc::channel::<Event>();
     let (committed_tx, committed) = mpsc::channel::<Entry>();
-    let addr = match role {
-        Role::Voter => Some(listen(id, &voters, &events_tx, &stop)?),
-        Role::Learner => None,
+    let addr = transport
+        .listen
+        .map(|at| listen(id, at, &events_tx, &stop))
+        .transpose()?;
+    let mut links = Links {
+        me: id,
+        events: events_tx.clone(),
+        stop: Arc::clone(&stop),
+        peers: HashMap::new(),
+        refusals: BTreeMap::new(),
     };
-    let mut peers: HashMap<u64, SyncSender<Message>> = HashMap::new();
-    let mut refusals: BTreeMap<u64, Arc<AtomicBool>> = BTreeMap::new();
-    for (&peer, &peer_addr) in voters.iter().filter(|(p, _)| **p != id) {
-        let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
-        let stop = Arc::clone(&stop);
-        let spawned = match role {
-            Role::Voter => {
-                let refused = Arc::new(AtomicBool::new(false));
-                refusals.insert(peer, Arc::clone(&refused));
-                std::thread::Builder::new()
-                    .name(format!("quorum-send-{id}-{peer}"))
-                    .spawn(move || peer_writer(peer, peer_addr, rx, stop, refused))
-            }
-            Role::Learner => {
-                let events = events_tx.clone();
-                std::thread::Builder::new()
-                    .name(format!("quorum-link-{id}-{peer}"))
-                    .spawn(move || learner_link(id, peer_addr, rx, events, stop))
-            }
-        };
-        spawned.map_err(os_error("spawn", "a quorum peer link"))?;
-        peers.insert(peer, tx);
+    // A voter of a static quorum writes to the others over connections of its own;
+    // every other member dials links that the far end also writes back on.
+    let writes_only = addr.is_some() && transport.bootstrap.is_empty();
+    for (&peer, &peer_addr) in transport.voters.iter().filter(|(p, _)| **p != id) {
+        if writes_only {
+            links.writer(peer, peer_addr)?;
+        } else {
+            links.dial(Some(peer), peer_addr)?;
+        }
+    }
+    for at in &transport.bootstrap {
+        links.dial(None, *at)?;
     }
     let loop_stop = Arc::clone(&stop);
     let thread = std::thread::Builder::new()
         .name(format!("quorum-{id}"))
-        .spawn(move || {
-            run(
-                node,
-                events,
-                committed_tx,
-                (peers, refusals),
-                timing,
-                loop_stop,
-            )
-        })
+        .spawn(move || run(node, events, committed_tx, links, timing, loop_stop))
         .map_err(os_error("spawn", "the quorum thread"))?;
     Ok(QuorumHandle {
         events: events_tx,
@@ -439,18 +538,65 @@ pub fn start(
     })
 }
 
-/// Listens on voter `id`'s address and reads every accepted connection on a thread of
+/// A member's own routes to the other voters.
+struct Links {
+    me: u64,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+    /// Raft id -> the queue of the connection this member writes to it on.
+    peers: HashMap<u64, SyncSender<Message>>,
+    /// Raft id -> whether its last dial was refused.
+    refusals: BTreeMap<u64, Arc<AtomicBool>>,
+}
+
+impl Links {
+    /// A write-only connection to static voter `peer` (a static voter's own).
+    fn writer(&mut self, peer: u64, addr: SocketAddr) -> Result<(), QuorumError> {
+        let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
+        let stop = Arc::clone(&self.stop);
+        let refused = Arc::new(AtomicBool::new(false));
+        self.refusals.insert(peer, Arc::clone(&refused));
+        std::thread::Builder::new()
+            .name(format!("quorum-send-{}-{peer}", self.me))
+            .spawn(move || peer_writer(peer, addr, rx, stop, refused))
+            .map_err(os_error("spawn", "a quorum peer link"))?;
+        self.peers.insert(peer, tx);
+        Ok(())
+    }
+
+    /// A link to the voter at `addr` (`target`: its id, when known).
+    fn dial(&mut self, target: Option<u64>, addr: SocketAddr) -> Result<(), QuorumError> {
+        let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
+        let refused = Arc::new(AtomicBool::new(false));
+        if let Some(peer) = target {
+            self.refusals.insert(peer, Arc::clone(&refused));
+            self.peers.insert(peer, tx.clone());
+        }
+        let link = Link {
+            me: self.me,
+            target,
+            addr,
+            tx,
+            events: self.events.clone(),
+            stop: Arc::clone(&self.stop),
+            refused,
+        };
+        std::thread::Builder::new()
+            .name(format!("quorum-link-{}", self.me))
+            .spawn(move || learner_link(link, rx))
+            .map_err(os_error("spawn", "a quorum peer link"))?;
+        Ok(())
+    }
+}
+
+/// Listens on `at` for member `id` and reads every accepted connection on a thread of
 /// its own; answers the address bound.
 fn listen(
     id: u64,
-    voters: &Voters,
+    at: SocketAddr,
     events: &Sender<Event>,
     stop: &Arc<AtomicBool>,
 ) -> Result<SocketAddr, QuorumError> {
-    let at = voters
-        .get(&id)
-        .copied()
-        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)));
     let what = at.to_string();
     let listener = TcpListener::bind(at).map_err(os_error("listen", &what))?;
     let addr = listener.local_addr().map_err(os_error("listen", &what))?;
@@ -469,23 +615,18 @@ fn listen(
                 let stop = Arc::clone(&stop);
                 let _ = std::thread::Builder::new()
                     .name(format!("quorum-read-{id}"))
-                    .spawn(move || peer_reader(conn, stream, events, stop));
+                    .spawn(move || peer_reader((id, conn), stream, events, stop));
             }
         })
         .map_err(os_error("spawn", "the quorum listener"))?;
     Ok(addr)
 }
 
-type Peers = (
-    HashMap<u64, SyncSender<Message>>,
-    BTreeMap<u64, Arc<AtomicBool>>,
-);
-
 fn run(
     mut node: QuorumNode,
     events: Receiver<Event>,
     committed: Sender<Entry>,
-    (peers, refusals): Peers,
+    mut links: Links,
     timing: QuorumTiming,
     stop: Arc<AtomicBool>,
 ) -> Result<(), String> {
@@ -494,12 +635,15 @@ fn run(
     // Proposals waiting for their entry to commit: index -> (term proposed in, answer).
     let mut waiting: BTreeMap<u64, (u64, Sender<Result<u64, ProposeError>>)> = BTreeMap::new();
     // When each peer's last message arrived.
-    let mut heard: BTreeMap<u64, Option<Instant>> = peers.keys().map(|id| (*id, None)).collect();
+    let mut heard: BTreeMap<u64, Option<Instant>> =
+        links.peers.keys().map(|id| (*id, None)).collect();
+    // Membership changes asked for: (add or remove, Raft id, until when, answer).
+    let mut changes: Vec<VoterChange> = Vec::new();
     // The learners that dialled in: raft id -> (connection, queue to its writer).
     let mut learners: HashMap<u64, (u64, SyncSender<Message>)> = HashMap::new();
     // Learners whose connection closed and did not come back.
     let mut left = std::collections::BTreeSet::new();
-    if peers.is_empty() {
+    if node.conf_state().voters == [node.id()] {
         // A lone voter leads at once.
         node.campaign().map_err(|e| e.to_string())?;
     }
@@ -530,7 +674,9 @@ fn run(
                     tracing::debug!(error = %e, "forwarded proposal dropped (no leader yet)");
                 }
             }
-            Ok(Event::Joined { id, conn, stream }) if !peers.contains_key(&id) => {
+            Ok(Event::Joined { id, conn, stream }) => {
+                // A route back to whoever dialled in (a learner's only one; a voter's
+                // when this member has no link of its own to it).
                 let (tx, rx) = mpsc::sync_channel(PEER_QUEUE);
                 let stop = Arc::clone(&stop);
                 let _ = std::thread::Builder::new()
@@ -539,10 +685,34 @@ fn run(
                 learners.insert(id, (conn, tx));
                 heard.insert(id, Some(Instant::now()));
                 left.remove(&id);
-                tracing::info!(learner = id, "a quorum learner connected");
+                tracing::debug!(member = id, "a quorum member dialled in");
             }
-            Ok(Event::Joined { id, .. }) => {
-                tracing::warn!(peer = id, "a voter tried to join as a learner; ignored");
+            Ok(Event::Linked { id, tx }) => {
+                if let std::collections::hash_map::Entry::Vacant(e) = links.peers.entry(id) {
+                    e.insert(tx);
+                    heard.entry(id).or_insert(None);
+                    tracing::info!(voter = id, "linked to a bootstrap controller");
+                }
+            }
+            Ok(Event::Dial(id, addr)) => {
+                if id != node.id() && !links.peers.contains_key(&id) {
+                    if let Err(e) = links.dial(Some(id), addr) {
+                        tracing::warn!(voter = id, error = %e, "cannot dial a controller");
+                    }
+                    heard.entry(id).or_insert(None);
+                }
+            }
+            Ok(Event::ChangeVoters(change, answer)) => {
+                let proposed = match change {
+                    Change::Add(id) => node.add_voter(id),
+                    Change::Remove(id) => node.remove_voter(id),
+                };
+                match proposed {
+                    Ok(()) => changes.push((change, Instant::now() + CHANGE_TIMEOUT, answer)),
+                    Err(e) => {
+                        let _ = answer.send(Err(e.to_string()));
+                    }
+                }
             }
             Ok(Event::Left { id, conn }) => {
                 if learners.get(&id).is_some_and(|(c, _)| *c == conn) {
@@ -566,7 +736,8 @@ fn run(
                         .iter()
                         .map(|(id, at)| (*id, at.map(|t| t.elapsed())))
                         .collect(),
-                    refused: refusals
+                    refused: links
+                        .refusals
                         .iter()
                         .filter(|(_, r)| r.load(Ordering::SeqCst))
                         .map(|(id, _)| *id)
@@ -588,7 +759,8 @@ fn run(
         let progress = node.drive().map_err(|e| e.to_string())?;
         for m in progress.messages {
             let to = m.to;
-            if let Some(q) = peers.get(&to).or_else(|| learners.get(&to).map(|(_, q)| q)) {
+            let route = links.peers.get(&to).or_else(|| learners.get(&to).map(|(_, q)| q));
+            if let Some(q) = route {
                 match q.try_send(m) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) => node.report_unreachable(to),
@@ -630,6 +802,24 @@ fn run(
             if let Some((_, answer)) = waiting.remove(&i) {
                 let _ = answer.send(Err(ProposeError::Lost));
             }
+        }
+        if !changes.is_empty() {
+            let conf = node.conf_state();
+            changes.retain(|(change, until, answer)| {
+                let done = match change {
+                    Change::Add(id) => conf.voters.contains(id),
+                    Change::Remove(id) => !conf.voters.contains(id),
+                };
+                if done {
+                    let _ = answer.send(Ok(()));
+                } else if Instant::now() >= *until {
+                    let _ = answer.send(Err(
+                        "the membership change did not commit in time (is the quorum's leader up?)"
+                            .into(),
+                    ));
+                }
+                !done && Instant::now() < *until
+            });
         }
     }
     Ok(())

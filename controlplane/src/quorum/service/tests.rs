@@ -192,3 +192,78 @@ fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
     back.stop().expect("stops");
     voter.stop().expect("stops");
 }
+
+/// A member of a dynamic quorum: listens on `addr`, dials `bootstrap`.
+fn dynamic(id: u64, dir: &std::path::Path, addr: SocketAddr, bootstrap: &[SocketAddr]) -> QuorumHandle {
+    let transport = Transport {
+        listen: Some(addr),
+        bootstrap: bootstrap.to_vec(),
+        initial_voters: if bootstrap.is_empty() {
+            vec![id]
+        } else {
+            Vec::new()
+        },
+        ..Transport::default()
+    };
+    let store = RaftStore::open(dir).expect("store");
+    start_with(id, transport, store, timing()).expect("start")
+}
+
+#[test]
+fn a_lone_voter_grows_to_three_voters_loses_its_first_and_the_others_remove_it() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().expect("dir")).collect();
+    let addrs: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let first = dynamic(1, dirs[0].path(), addrs[0], &[]);
+    wait_status(&first, "the lone voter leads", |s| s.leader == Some(1));
+    first.propose(b"v0".to_vec()).expect("committed");
+    // Two controllers join through the first one's address alone, as learners first.
+    let second = dynamic(2, dirs[1].path(), addrs[1], &[addrs[0]]);
+    let third = dynamic(3, dirs[2].path(), addrs[2], &[addrs[0]]);
+    wait_status(&first, "both are learners", |s| {
+        s.learners.contains(&2) && s.learners.contains(&3)
+    });
+    // Their first snapshot, as the controller takes it when asked.
+    wait_status(&first, "a snapshot is wanted", |_| first.snapshot_wanted());
+    first.compact(u64::MAX, b"s".to_vec());
+    for h in [&second, &third] {
+        assert_eq!(next(h), (true, "s".to_string()), "caught up from the snapshot");
+    }
+    first.change_voters(Change::Add(2)).expect("2 votes");
+    // A change asked of a member that does not lead goes through the leader.
+    second.change_voters(Change::Add(3)).expect("3 votes");
+    let s = wait_status(&first, "three voters", |s| s.voters.len() == 3);
+    assert!(s.learners.is_empty(), "{s:?}");
+    // The newest dials the other (as it would from the committed endpoints).
+    third.dial(2, addrs[1]);
+    third.propose(b"x".to_vec()).expect_err("only the leader takes proposals");
+    first.propose(b"v1".to_vec()).expect("committed by three");
+    // The first one stops: the two others elect one of them.
+    first.stop().expect("stops");
+    let members = BTreeMap::from([(2, second), (3, third)]);
+    let leader = wait_leader(&members);
+    members[&leader]
+        .propose(b"v2".to_vec())
+        .expect("committed by two of three");
+    members[&leader]
+        .change_voters(Change::Remove(1))
+        .expect("1 removed");
+    for h in members.values() {
+        let s = wait_status(h, "two voters", |s| s.voters.len() == 2);
+        assert!(!s.voters.contains(&1), "{s:?}");
+    }
+    members[&leader]
+        .propose(b"v3".to_vec())
+        .expect("committed by two of two");
+    for h in members.values() {
+        let mut got = Vec::new();
+        while got.last().map(String::as_str) != Some("v3") {
+            got.push(next(h).1);
+        }
+        let data: Vec<&String> = got.iter().filter(|v| v.starts_with('v')).collect();
+        // v0 came with the snapshot.
+        assert_eq!(data, ["v1", "v2", "v3"], "{got:?}");
+    }
+    for (_, h) in members {
+        h.stop().expect("stops");
+    }
+}
