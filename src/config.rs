@@ -135,6 +135,12 @@ pub struct BrokerConfig {
     pub quorum_voters: BTreeMap<i32, SocketAddr>,
     /// `process.roles`: what this node is (both, unless set).
     pub roles: ProcessRoles,
+    /// `controller.quorum.bootstrap.servers`: controllers of a dynamic quorum (KIP-853)
+    /// to dial; the voter set itself is in the metadata log.
+    pub quorum_bootstrap: Vec<SocketAddr>,
+    /// The `CONTROLLER://` entry of `listeners` (named by `controller.listener.names`):
+    /// where a controller of a dynamic quorum listens for the others.
+    pub controller_listen: Option<SocketAddr>,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: its segment size when created.
@@ -237,6 +243,8 @@ impl Default for BrokerConfig {
             cleaner: dataplane::log::cleaner::CleanerConfig::default(),
             quorum_voters: BTreeMap::new(),
             roles: ProcessRoles::default(),
+            quorum_bootstrap: Vec::new(),
+            controller_listen: None,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             transaction_state_log_segment_bytes: 104_857_600,
@@ -300,6 +308,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "log.direct.io",
     "process.roles",
     "controller.quorum.voters",
+    "controller.quorum.bootstrap.servers",
+    "controller.listener.names",
     "log.cleanup.policy",
     "log.cleaner.enable",
     "log.cleaner.threads",
@@ -405,11 +415,43 @@ impl BrokerConfig {
         if let Some((k, v)) = get("node.id") {
             self.node_id = int_in(k, &v, NON_NEGATIVE_I32)? as i32;
         }
+        let controller_names: Vec<String> = match get("controller.listener.names") {
+            Some((k, v)) => v
+                .string(k, "listener names, comma-separated")?
+                .split(',')
+                .map(|n| n.trim().to_ascii_uppercase())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            None => vec!["CONTROLLER".to_string()],
+        };
         if let Some((k, v)) = get("listeners") {
-            self.listen = parse_listener(k, &v.string(k, LISTENER_EXPECTED)?)?;
+            let (client, controller) =
+                split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
+            if let Some(client) = client {
+                self.listen = parse_listener(k, &client)?;
+            }
+            if let Some(controller) = controller {
+                self.controller_listen = Some(parse_listener(k, &controller)?);
+            }
+        }
+        if let Some((k, v)) = get("controller.quorum.bootstrap.servers") {
+            let text = v.string(k, BOOTSTRAP_EXPECTED)?;
+            self.quorum_bootstrap = text
+                .split(',')
+                .map(str::trim)
+                .filter(|i| !i.is_empty())
+                .map(|i| {
+                    parse_listener(k, i)
+                        .ok()
+                        .filter(|a| !a.ip().is_unspecified() && a.port() != 0)
+                        .ok_or_else(|| bad_value(k, &v, BOOTSTRAP_EXPECTED))
+                })
+                .collect::<Result<_, _>>()?;
         }
         if let Some((k, v)) = get("advertised.listeners") {
-            let addr = parse_listener(k, &v.string(k, LISTENER_EXPECTED)?)?;
+            let (client, _) =
+                split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
+            let addr = parse_listener(k, &client.unwrap_or_default())?;
             if addr.ip().is_unspecified() || addr.port() == 0 {
                 return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
             }
@@ -742,6 +784,24 @@ impl BrokerConfig {
                 .map(|v| Scalar::from_toml(v).shown())
                 .unwrap_or_default()
         };
+        if !self.quorum_bootstrap.is_empty() {
+            if !self.quorum_voters.is_empty() {
+                return Err(ConfigError::BadValue {
+                    key: "controller.quorum.bootstrap.servers".to_owned(),
+                    value: shown("controller.quorum.bootstrap.servers"),
+                    expected:
+                        "no controller.quorum.voters beside it (a quorum is static or dynamic)",
+                });
+            }
+            if self.roles.controller && self.controller_listen.is_none() {
+                return Err(ConfigError::BadValue {
+                    key: "listeners".to_owned(),
+                    value: shown("listeners"),
+                    expected: "a CONTROLLER://host:port entry (controller.listener.names) for this controller of a dynamic quorum",
+                });
+            }
+            return Ok(());
+        }
         let voter = self.quorum_voters.contains_key(&self.node_id);
         if !self.quorum_voters.is_empty() && voter != self.roles.controller {
             return Err(ConfigError::BadValue {
@@ -789,6 +849,9 @@ impl Default for ProcessRoles {
 
 /// What `process.roles` takes.
 const PROCESS_ROLES_EXPECTED: &str = "broker, controller, or broker,controller";
+/// What `controller.quorum.bootstrap.servers` takes.
+const BOOTSTRAP_EXPECTED: &str =
+    "host:port entries, comma-separated, each an IP address or localhost (Kafka's controller.quorum.bootstrap.servers)";
 /// What `controller.quorum.voters` takes.
 const VOTERS_EXPECTED: &str =
     "id@host:port entries, comma-separated, each node id once (Kafka's controller.quorum.voters)";
@@ -1048,7 +1111,7 @@ fn flatten(
 }
 
 const LISTENER_EXPECTED: &str =
-    "one PLAINTEXT listener, host:port or PLAINTEXT://host:port, with an IP address or localhost as host";
+    "one PLAINTEXT listener (host:port or PLAINTEXT://host:port) and at most one CONTROLLER://host:port, each with an IP address or localhost as host";
 const METRICS_LISTEN_EXPECTED: &str =
     "host:port for the Prometheus endpoint (an IP address or localhost), or \"\" for off";
 const ADVERTISED_EXPECTED: &str =
@@ -1057,6 +1120,33 @@ const ADVERTISED_EXPECTED: &str =
 /// `listeners` / `advertised.listeners`: `PLAINTEXT://host:port` or `host:port`. An empty
 /// host means all interfaces, as in Kafka; `localhost` means 127.0.0.1; other host names
 /// are refused rather than resolved, so the bound address never depends on DNS.
+/// Splits a `listeners` value into its client listener and its controller listener (an
+/// entry named in `controller.listener.names`, its name stripped); at most one of each.
+fn split_listeners(
+    key: &str,
+    raw: &str,
+    controller_names: &[String],
+) -> Result<(Option<String>, Option<String>), ConfigError> {
+    let bad = || ConfigError::BadValue {
+        key: key.to_owned(),
+        value: raw.to_owned(),
+        expected: LISTENER_EXPECTED,
+    };
+    let (mut client, mut controller) = (None, None);
+    for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let slot = match item.split_once("://") {
+            Some((name, rest)) if controller_names.contains(&name.to_ascii_uppercase()) => {
+                (&mut controller, rest.to_string())
+            }
+            _ => (&mut client, item.to_string()),
+        };
+        if slot.0.replace(slot.1).is_some() {
+            return Err(bad());
+        }
+    }
+    Ok((client, controller))
+}
+
 fn parse_listener(key: &str, raw: &str) -> Result<SocketAddr, ConfigError> {
     let bad = || ConfigError::BadValue {
         key: key.to_owned(),

@@ -48,6 +48,20 @@ enum Command {
         /// Leave a directory that is already formatted as it is, instead of failing.
         #[arg(long, short = 'g')]
         ignore_formatted: bool,
+        /// Start a dynamic quorum (controller.quorum.bootstrap.servers) with this
+        /// controller as its only voter, at the config's CONTROLLER:// listener (Kafka's
+        /// kafka-storage format --standalone).
+        #[arg(
+            long,
+            short = 's',
+            requires = "config",
+            conflicts_with = "no_initial_controllers"
+        )]
+        standalone: bool,
+        /// This controller joins an existing dynamic quorum as an observer, to be added
+        /// with kafka-metadata-quorum add-controller (the default; Kafka's flag).
+        #[arg(long, short = 'N')]
+        no_initial_controllers: bool,
     },
     /// Print a new random cluster id (like kafka-storage random-uuid).
     RandomUuid,
@@ -101,7 +115,15 @@ fn main() -> ExitCode {
             node_id,
             config,
             ignore_formatted,
-        } => format(data_dir, &cluster_id, node_id, config, ignore_formatted),
+            standalone,
+            no_initial_controllers: _,
+        } => format(
+            data_dir,
+            &cluster_id,
+            node_id,
+            config,
+            (ignore_formatted, standalone),
+        ),
         Command::DumpLog {
             files,
             records,
@@ -131,7 +153,7 @@ fn format(
     cluster_id: &str,
     node_id: Option<i32>,
     config: Option<PathBuf>,
-    ignore_formatted: bool,
+    (ignore_formatted, standalone): (bool, bool),
 ) -> ExitCode {
     let file = match config
         .as_deref()
@@ -148,12 +170,39 @@ fn format(
     let base = file.as_ref().unwrap_or(&defaults);
     let dir = data_dir.unwrap_or_else(|| base.data_dir.clone());
     let node = node_id.unwrap_or(base.node_id);
+    let controller = if standalone {
+        match base.controller_listen.filter(|a| !a.ip().is_unspecified()) {
+            Some(addr) if base.roles.controller => Some(addr),
+            _ => {
+                eprintln!("twinlog format: --standalone needs a controller (process.roles) with a CONTROLLER://host:port listener at a concrete address in its config");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     match controlplane::meta_properties::format(&dir, cluster_id, node, ignore_formatted) {
         Ok(controlplane::meta_properties::Formatted::Now(id)) => {
             println!(
                 "Formatting {} with cluster.id {id} and node.id {node}",
                 dir.display()
             );
+            if let Some(addr) = controller {
+                let endpoint = controlplane::metadata_log::MetadataRecord::VoterEndpoint {
+                    node_id: node,
+                    directory_id: controlplane::meta_properties::directory_id(&dir)
+                        .unwrap_or_default(),
+                    host: addr.ip().to_string(),
+                    port: i32::from(addr.port()),
+                };
+                if let Err(e) =
+                    controlplane::quorum::MetadataJournal::format_standalone(&dir, node, endpoint)
+                {
+                    eprintln!("twinlog format: {e}");
+                    return ExitCode::FAILURE;
+                }
+                println!("Node {node} is the only voter of a new dynamic quorum, at {addr}");
+            }
             ExitCode::SUCCESS
         }
         Ok(controlplane::meta_properties::Formatted::Already(id)) => {

@@ -209,23 +209,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     .saturating_mul(1000),
                 leader_imbalance_percentage: config.leader_imbalance_per_broker_percentage,
             },
-            // Any voter set, even this node's alone, runs the quorum over TCP, so
-            // brokers can join it as learners.
-            quorum: (!config.quorum_voters.is_empty()).then(|| {
-                controlplane::controller::QuorumMembership {
-                    voters: config
-                        .quorum_voters
-                        .iter()
-                        .map(|(id, addr)| (controlplane::quorum::journal::raft_id(*id), *addr))
-                        .collect(),
-                    timing: controlplane::quorum::QuorumTiming::default(),
-                    role: if config.roles.controller {
-                        controlplane::quorum::Role::Voter
-                    } else {
-                        controlplane::quorum::Role::Learner
-                    },
-                }
-            }),
+            quorum: quorum_membership(&config),
         },
         Arc::clone(&metadata),
         router.clone(),
@@ -389,7 +373,8 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             std::thread::sleep(Duration::from_millis(50));
         }
         tracing::info!("shutting down");
-        if !config.quorum_voters.is_empty() && config.roles.broker {
+        let in_quorum = !config.quorum_voters.is_empty() || !config.quorum_bootstrap.is_empty();
+        if in_quorum && config.roles.broker {
             controlled_shutdown(controller.as_ref(), &metadata, CONTROLLED_SHUTDOWN_MAX);
         }
     }
@@ -414,6 +399,49 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             Ok(())
         }
     }
+}
+
+/// How this node takes part in a quorum of controllers, if it does. Any voter set, even
+/// this node's alone, runs the quorum over TCP, so brokers can join it as learners.
+fn quorum_membership(config: &BrokerConfig) -> Option<controlplane::controller::QuorumMembership> {
+    use controlplane::quorum::{journal::raft_id, QuorumTiming, Transport};
+    let transport = if !config.quorum_bootstrap.is_empty() {
+        // A dynamic quorum: the voters are in the metadata log (`twinlog format
+        // --standalone` made the first one).
+        Transport {
+            listen: config.controller_listen.filter(|_| config.roles.controller),
+            bootstrap: config.quorum_bootstrap.clone(),
+            ..Transport::default()
+        }
+    } else if !config.quorum_voters.is_empty() {
+        let voters: controlplane::quorum::Voters = config
+            .quorum_voters
+            .iter()
+            .map(|(id, addr)| (raft_id(*id), *addr))
+            .collect();
+        let me = raft_id(config.node_id);
+        Transport {
+            listen: config
+                .roles
+                .controller
+                .then(|| voters.get(&me).copied())
+                .flatten(),
+            // A learner starts with no configuration: the leader's snapshot brings it.
+            initial_voters: if config.roles.controller {
+                voters.keys().copied().collect()
+            } else {
+                Vec::new()
+            },
+            voters,
+            bootstrap: Vec::new(),
+        }
+    } else {
+        return None;
+    };
+    Some(controlplane::controller::QuorumMembership {
+        transport,
+        timing: QuorumTiming::default(),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1101,6 +1101,172 @@ fn a_controller_only_node_runs_the_quorum_of_broker_only_nodes() {
     drop(controller);
 }
 
+/// Node `i` of a dynamic quorum (`controller.quorum.bootstrap.servers` naming node 0's
+/// controller listener), a broker and a controller; node 0 is formatted as the quorum's
+/// only voter (`twinlog format --standalone`), the others join as observers.
+fn start_dynamic(net: &Net, i: usize) -> Broker {
+    let controller = |n: usize| format!("{}:{}", net.ip(n), net.port(n, CONTROLLER_PORT));
+    let config = format!(
+        "\"node.id\" = {i}\n\"process.roles\" = \"broker,controller\"\n\"listeners\" = \"PLAINTEXT://{}:{},CONTROLLER://{}\"\n\"controller.quorum.bootstrap.servers\" = \"{}\"\n\"offsets.topic.num.partitions\" = 3\n\"transaction.state.log.num.partitions\" = 3\n\"broker.session.timeout.ms\" = 3000\n\"num.partitions\" = 3\n",
+        net.ip(i),
+        net.port(i, KAFKA_PORT),
+        controller(i),
+        controller(0)
+    );
+    let at = (net.ip(i), net.port(i, KAFKA_PORT), net.ns(i));
+    Broker::start_at_prepared(&config, at, |data, config| {
+        let mut format = std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"));
+        format
+            .arg("format")
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--config")
+            .arg(config)
+            .args(["--cluster-id", Broker::TEST_CLUSTER_ID]);
+        if i == 0 {
+            format.arg("--standalone");
+        } else {
+            format.arg("--no-initial-controllers");
+        }
+        let out = format.output().expect("twinlog format");
+        assert!(out.status.success(), "twinlog format: {out:?}");
+    })
+}
+
+/// `kafka-metadata-quorum describe --status` through `via`: (leader, voters, observers).
+fn quorum_status(via: &str) -> (String, String, String) {
+    let out = support::kafka::run_tool(
+        "kafka-metadata-quorum",
+        &["--bootstrap-server", via, "describe", "--status"],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-metadata-quorum describe --status");
+    let field = |name: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    (
+        field("LeaderId"),
+        field("CurrentVoters"),
+        field("CurrentObservers"),
+    )
+}
+
+/// Whether a `CurrentVoters` / `CurrentObservers` list names node `id`.
+fn lists(list: &str, id: usize) -> bool {
+    list.contains(&format!("\"id\": {id},")) || list.contains(&format!("\"id\": {id}}}"))
+}
+
+#[test]
+fn a_dynamic_quorum_grows_from_one_controller_to_three_and_drops_a_dead_one() {
+    if skip_if(
+        support::kafka::missing_kafka(),
+        "kafka-metadata-quorum add-controller",
+    ) {
+        return;
+    }
+    let net = Net::new(3);
+    let mut nodes: Vec<Option<Broker>> = vec![Some(start_dynamic(&net, 0)), None, None];
+    wait_brokers(&nodes, 1);
+    for i in 1..3 {
+        nodes[i] = Some(start_dynamic(&net, i));
+    }
+    wait_brokers(&nodes, 3);
+    let via = bootstrap_all(&nodes);
+    let (leader, voters, observers) = quorum_status(&via);
+    assert_eq!(leader, "0");
+    assert!(lists(&voters, 0) && !lists(&voters, 1), "voters {voters}");
+    assert!(
+        lists(&observers, 1) && lists(&observers, 2),
+        "observers {observers}"
+    );
+    // kafka-metadata-quorum add-controller, with each new controller's own properties.
+    for i in 1..3 {
+        let n = nodes[i].as_ref().expect("node");
+        let props = dir_file(
+            "controller.properties",
+            &format!(
+                "node.id={i}\nprocess.roles=broker,controller\nlog.dirs={}\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://{}:{}\n",
+                n.data_dir().display(),
+                net.ip(i),
+                net.port(i, CONTROLLER_PORT)
+            ),
+        );
+        let out = support::kafka::run_tool(
+            "kafka-metadata-quorum",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--command-config",
+                &props.1,
+                "add-controller",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-metadata-quorum add-controller");
+        assert!(
+            out.stdout.contains(&format!("Added controller {i}")),
+            "{}",
+            out.stdout
+        );
+    }
+    let (_, voters, _) = quorum_status(&via);
+    assert!((0..3).all(|i| lists(&voters, i)), "voters {voters}");
+    create_topic(&nodes, "voters", 3, &[]);
+    // The first controller dies: the two it added elect one of them, and admin
+    // requests go on.
+    let dead_dir = nodes[0].as_ref().expect("node 0").data_dir();
+    nodes[0].as_mut().expect("node 0").kill9();
+    let survivors = bootstrap_all(&nodes[1..]);
+    let started = Instant::now();
+    loop {
+        let (leader, _, _) = quorum_status(&survivors);
+        if leader == "1" || leader == "2" {
+            eprintln!("[replication] node {leader} leads the quorum after node 0's death");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no new quorum leader: {leader}"
+        );
+        thread::sleep(Duration::from_millis(300));
+    }
+    create_topic_rf(&nodes[1..], "after-the-first", 3, 2, &[]);
+    // kafka-metadata-quorum remove-controller takes the dead one out.
+    let meta = std::fs::read_to_string(dead_dir.join("meta.properties")).expect("meta.properties");
+    let directory = meta
+        .lines()
+        .find_map(|l| l.strip_prefix("directory.id="))
+        .expect("a directory.id");
+    let out = support::kafka::run_tool(
+        "kafka-metadata-quorum",
+        &[
+            "--bootstrap-server",
+            &survivors,
+            "remove-controller",
+            "--controller-id",
+            "0",
+            "--controller-directory-id",
+            directory,
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-metadata-quorum remove-controller");
+    let (_, voters, _) = quorum_status(&survivors);
+    assert!(
+        !lists(&voters, 0) && lists(&voters, 1) && lists(&voters, 2),
+        "voters {voters}"
+    );
+    create_topic_rf(&nodes[1..], "two-voters", 1, 2, &[]);
+}
+
 /// Three records into each of partitions 0..3 of `topic` with kcat (acks=all), values
 /// `{partition}-{tag}{i}`.
 fn kcat_records(bootstrap: &str, topic: &str, tag: &str) {

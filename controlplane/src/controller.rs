@@ -46,11 +46,10 @@ pub struct ControllerConfig {
 /// This node's part in a quorum of controllers.
 #[derive(Debug, Clone)]
 pub struct QuorumMembership {
-    /// Raft id -> controller address of every voter.
-    pub voters: crate::quorum::Voters,
+    /// How it reaches the others: the static voters, or the bootstrap controllers of a
+    /// dynamic quorum, and where it listens if it is a controller.
+    pub transport: crate::quorum::Transport,
     pub timing: crate::quorum::QuorumTiming,
-    /// A voter (`process.roles` with `controller`), or a learner (`broker` alone).
-    pub role: crate::quorum::Role,
 }
 
 /// The cluster side of the controller's config (Kafka's names).
@@ -241,6 +240,8 @@ pub struct Controller<P: PartitionOps> {
     elections_at: Option<u64>,
     /// This node has the broker role ([`ClusterSettings::broker`]).
     broker: bool,
+    /// Controllers whose committed endpoint the quorum was told to dial.
+    dialled: std::collections::BTreeSet<i32>,
 }
 
 impl<P: PartitionOps> std::fmt::Debug for Controller<P> {
@@ -278,9 +279,8 @@ impl<P: PartitionOps> Controller<P> {
         let opened = MetadataJournal::open_cluster(
             &config.data_dir,
             config.node_id,
-            membership.voters.clone(),
+            membership.transport.clone(),
             membership.timing,
-            membership.role,
         )?;
         Self::open_with(config, metadata, ops, cluster_id, opened)
     }
@@ -334,6 +334,7 @@ impl<P: PartitionOps> Controller<P> {
             rebalanced_at: std::time::Instant::now(),
             elections_at: None,
             broker: config.cluster.broker,
+            dialled: std::collections::BTreeSet::new(),
         };
         tracing::info!(
             records = controller.state.applied(),
@@ -365,6 +366,13 @@ impl<P: PartitionOps> Controller<P> {
     }
 
     fn publish(&mut self) {
+        // Every controller of a dynamic quorum whose endpoint is committed is dialled.
+        let me = self.state.settings().node_id;
+        for (node, (_, addr)) in self.state.voter_endpoints() {
+            if *node != me && self.dialled.insert(*node) {
+                self.journal.dial(*node, *addr);
+            }
+        }
         let mut image = self.state.image();
         let active = self.journal.leader();
         // Clients send admin requests to the controller Metadata names, so it must be a
@@ -684,9 +692,94 @@ impl<P: PartitionOps> Controller<P> {
         if matches!(request, AdminRequest::ControlledShutdown) {
             self.shutting_down = true;
         }
-        if matches!(request, AdminRequest::DescribeQuorum) {
-            return AdminResponse::Quorum(self.journal.describe());
+        match request {
+            AdminRequest::DescribeQuorum => {
+                let mut q = self.journal.describe();
+                for v in q.voters.iter_mut().chain(q.observers.iter_mut()) {
+                    v.3 = self.state.voter_endpoints().get(&v.0).map(|e| e.0);
+                }
+                return AdminResponse::Quorum(q);
+            }
+            AdminRequest::AddRaftVoter { .. } | AdminRequest::RemoveRaftVoter { .. } => {
+                return self.change_voters(request);
+            }
+            _ => {}
         }
+        self.commit_request(request)
+    }
+
+    /// AddRaftVoter / RemoveRaftVoter on a dynamic quorum. An added controller must be
+    /// an observer already (it runs with `controller.quorum.bootstrap.servers` and the
+    /// leader made it a learner); its endpoint is committed first so every member dials
+    /// it, then the membership change goes through the quorum (from any member).
+    fn change_voters(&mut self, request: &AdminRequest) -> AdminResponse {
+        let failed = |error: ResponseError, message: String| AdminResponse::Failed {
+            error_code: error.code(),
+            message,
+        };
+        if !self.journal.is_dynamic() {
+            return failed(
+                ResponseError::UnsupportedVersion,
+                "the voters are static (controller.quorum.voters): start the controllers with controller.quorum.bootstrap.servers to change them".into(),
+            );
+        }
+        let (voters, learners) = self.journal.membership();
+        let (node_id, add) = match request {
+            AdminRequest::AddRaftVoter { node_id, .. } => (*node_id, true),
+            AdminRequest::RemoveRaftVoter {
+                node_id,
+                directory_id,
+            } => {
+                let known = self.state.voter_endpoints().get(node_id).map(|e| e.0);
+                if !voters.contains(node_id) || known.is_some_and(|d| d != *directory_id) {
+                    return failed(
+                        ResponseError::VoterNotFound,
+                        format!("node {node_id} with directory id {directory_id} is not a voter"),
+                    );
+                }
+                (*node_id, false)
+            }
+            _ => unreachable!("only voter changes come here"),
+        };
+        if add {
+            if voters.contains(&node_id) {
+                return failed(
+                    ResponseError::DuplicateVoter,
+                    format!("node {node_id} is already a voter"),
+                );
+            }
+            if !learners.contains(&node_id) {
+                return failed(
+                    ResponseError::RequestTimedOut,
+                    format!("node {node_id} is not an observer of the quorum yet (start it with controller.quorum.bootstrap.servers naming a controller)"),
+                );
+            }
+            let endpoint = self.commit_request(request);
+            if !matches!(&endpoint, AdminResponse::Results(r) if r.iter().all(|r| r.error_code == 0))
+            {
+                return endpoint;
+            }
+        }
+        match self.journal.change_voters(node_id, add) {
+            Ok(()) => {
+                tracing::info!(
+                    node = node_id,
+                    "{}",
+                    if add {
+                        "a controller became a voter"
+                    } else {
+                        "a voter was removed from the quorum"
+                    }
+                );
+                self.publish();
+                AdminResponse::Results(Vec::new())
+            }
+            Err(message) => failed(ResponseError::RequestTimedOut, message),
+        }
+    }
+
+    /// Plans `request`, commits its records (or forwards them) and applies them.
+    fn commit_request(&mut self, request: &AdminRequest) -> AdminResponse {
         // Conditional records any member may propose: through the leader, unanswered
         // (the asker sees the outcome in a later image).
         let forwardable = self.state.forwardable_records(request);
@@ -828,7 +921,9 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::AlterMirrorConfigs { .. } => "mirror configs changed",
         AdminRequest::AlterPartitionReassignments { .. } => "partition reassignment",
         AdminRequest::ElectLeaders { .. } => "leader elected",
-        AdminRequest::DescribeQuorum => return,
+        AdminRequest::DescribeQuorum
+        | AdminRequest::AddRaftVoter { .. }
+        | AdminRequest::RemoveRaftVoter { .. } => return,
     };
     for r in results {
         if r.error_code == 0 {
@@ -1583,9 +1678,13 @@ mod tests {
                     Arc::clone(&cell),
                     FakeShards::new(2),
                     &QuorumMembership {
-                        voters: voters.clone(),
+                        transport: crate::quorum::Transport {
+                            listen: voters.get(&crate::quorum::journal::raft_id(n)).copied(),
+                            initial_voters: voters.keys().copied().collect(),
+                            voters: voters.clone(),
+                            bootstrap: Vec::new(),
+                        },
                         timing,
-                        role: crate::quorum::Role::Voter,
                     },
                 )
                 .expect("open in quorum");

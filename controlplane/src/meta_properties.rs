@@ -75,7 +75,12 @@ fn write_meta(data_dir: &Path, cluster_id: &str, node_id: i32) -> Result<(), Met
         source,
     };
     std::fs::create_dir_all(data_dir).map_err(io)?;
-    let text = format!("version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n");
+    // Kafka's directory.id: this log directory's own uuid (KIP-858), which a dynamic
+    // quorum names its voters by.
+    let directory_id = new_cluster_id(uuid::Uuid::new_v4);
+    let text = format!(
+        "version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id}\n"
+    );
     let tmp = data_dir.join(format!("{META_PROPERTIES_FILE}.tmp"));
     let tmp_io = |source| MetaPropertiesError::Io {
         path: tmp.clone(),
@@ -89,6 +94,23 @@ fn write_meta(data_dir: &Path, cluster_id: &str, node_id: i32) -> Result<(), Met
     std::fs::File::open(data_dir)
         .and_then(|d| d.sync_all())
         .map_err(io)
+}
+
+/// The `directory.id` of `<data_dir>/meta.properties`, if it has one (directories
+/// formatted before it was written have none: the zero uuid stands for them).
+pub fn directory_id(data_dir: &Path) -> Option<uuid::Uuid> {
+    let text = std::fs::read_to_string(data_dir.join(META_PROPERTIES_FILE)).ok()?;
+    let value = text
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == "directory.id")?
+        .1
+        .trim()
+        .to_string();
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(value)
+        .ok()?;
+    uuid::Uuid::from_slice(&bytes).ok()
 }
 
 /// What [`format`] did.

@@ -905,7 +905,23 @@ impl ControllerState {
                 preferred,
                 partitions,
             } => self.plan_elect_leaders(*preferred, partitions),
-            AdminRequest::DescribeQuorum => Plan::answer(AdminResponse::Results(Vec::new())),
+            AdminRequest::DescribeQuorum | AdminRequest::RemoveRaftVoter { .. } => {
+                Plan::answer(AdminResponse::Results(Vec::new()))
+            }
+            // The endpoint first, so every member can dial the voter it becomes.
+            AdminRequest::AddRaftVoter {
+                node_id,
+                directory_id,
+                addr,
+            } => Plan {
+                records: vec![MetadataRecord::VoterEndpoint {
+                    node_id: *node_id,
+                    directory_id: *directory_id,
+                    host: addr.ip().to_string(),
+                    port: i32::from(addr.port()),
+                }],
+                response: AdminResponse::Results(Vec::new()),
+            },
             AdminRequest::AlterPartition { .. } | AdminRequest::ControlledShutdown => Plan {
                 records: self.forwardable_records(request),
                 response: AdminResponse::Results(Vec::new()),

@@ -107,6 +107,18 @@ pub enum AdminRequest {
     },
     /// DescribeQuorum: the metadata quorum as this node's controller sees it.
     DescribeQuorum,
+    /// AddRaftVoter (KIP-853): make controller `node_id`, an observer of a dynamic
+    /// quorum, a voter reached at `addr`.
+    AddRaftVoter {
+        node_id: i32,
+        directory_id: uuid::Uuid,
+        addr: std::net::SocketAddr,
+    },
+    /// RemoveRaftVoter (KIP-853): take voter `node_id` out of a dynamic quorum.
+    RemoveRaftVoter {
+        node_id: i32,
+        directory_id: uuid::Uuid,
+    },
     /// Kafka's ElectLeaders: the preferred replica (`preferred`) or, unclean, any live
     /// replica leads. One result per partition.
     ElectLeaders {
@@ -160,6 +172,10 @@ pub enum AdminResponse {
     Quorum(QuorumDescription),
 }
 
+/// One member in a [`QuorumDescription`]: node id, log end (-1: unknown), last heard
+/// from, directory id.
+pub type QuorumMember = (i32, i64, Option<std::time::Duration>, Option<uuid::Uuid>);
+
 /// The metadata quorum as one controller sees it (Kafka's DescribeQuorum).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct QuorumDescription {
@@ -169,11 +185,12 @@ pub struct QuorumDescription {
     pub epoch: i32,
     /// The commit index (Kafka's high watermark of the metadata log).
     pub high_watermark: i64,
-    /// Each voter: node id, its log end as known here (-1: unknown), and how long ago it
-    /// was last heard from.
-    pub voters: Vec<(i32, i64, Option<std::time::Duration>)>,
-    /// The learners (broker-only nodes, Kafka's observers), alike.
-    pub observers: Vec<(i32, i64, Option<std::time::Duration>)>,
+    /// Each voter: node id, its log end as known here (-1: unknown), how long ago it
+    /// was last heard from, and its metadata directory id if committed.
+    pub voters: Vec<QuorumMember>,
+    /// The learners (broker-only nodes and controllers not yet voters, Kafka's
+    /// observers), alike.
+    pub observers: Vec<QuorumMember>,
 }
 
 /// How the data plane reaches the controller. Implementations must be callable from any

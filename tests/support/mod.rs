@@ -128,6 +128,20 @@ impl Broker {
         Broker::start_with(config_toml, |_| {}, host, Some(port), netns)
     }
 
+    /// [`Broker::start_at`] after `prepare` ran on the (empty) data directory, with the
+    /// path of the config file (written beside it).
+    pub fn start_at_prepared(
+        config_toml: &str,
+        (host, port, netns): (std::net::IpAddr, u16, Option<String>),
+        prepare: impl FnOnce(&Path, &Path),
+    ) -> Broker {
+        let with_config = |data: &Path| {
+            let config = data.parent().expect("a parent").join("twinlog.toml");
+            prepare(data, &config);
+        };
+        Broker::start_with(config_toml, with_config, host, Some(port), netns)
+    }
+
     /// The cluster id every node of a test quorum is formatted with.
     pub const TEST_CLUSTER_ID: &'static str = "MkU3OEVBNTcwNTJENDM2Qg";
 
@@ -162,9 +176,9 @@ impl Broker {
         };
         fs::create_dir_all(dir.path().join("data")).expect("data dir");
         prepare(&dir.path().join("data"));
-        if config_toml.contains("controller.quorum.voters")
-            && !dir.path().join("data/meta.properties").exists()
-        {
+        let in_quorum = config_toml.contains("controller.quorum.voters")
+            || config_toml.contains("controller.quorum.bootstrap.servers");
+        if in_quorum && !dir.path().join("data/meta.properties").exists() {
             format_node(&dir.path().join("data"), config_toml);
         }
         let mut broker = Broker {

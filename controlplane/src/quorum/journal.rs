@@ -20,7 +20,7 @@ use std::path::Path;
 use std::collections::VecDeque;
 
 use super::node::{QuorumError, QuorumNode, QuorumTiming};
-use super::service::{self, ProposeError, QuorumHandle, Voters};
+use super::service::{self, Change, ProposeError, QuorumHandle, Transport};
 use super::storage::RaftStore;
 use crate::metadata_log::{
     MetadataLog, MetadataLogError, MetadataRecord, METADATA_DIR, METADATA_LOG_FILE,
@@ -149,6 +149,9 @@ pub struct MetadataJournal {
     entries_since_snapshot: usize,
     /// Cluster: the index of the last entry handed over (what a snapshot is as of).
     taken_index: u64,
+    /// The voter set lives in the log (`controller.quorum.bootstrap.servers`), so it can
+    /// change; a static one (`controller.quorum.voters`) cannot.
+    dynamic: bool,
 }
 
 /// The Kafka node id of a Raft id.
@@ -209,30 +212,32 @@ impl MetadataJournal {
             committed: VecDeque::new(),
             entries_since_snapshot: 0,
             taken_index: 0,
+            dynamic: false,
         };
         Ok((journal, replay))
     }
 
-    /// Opens the journal of `node_id` as a member (`role`) of a quorum of `voters` (Raft
-    /// id -> controller address). The snapshot is replayed at once; committed entries
-    /// arrive through [`Self::take_committed`] as the member learns them.
+    /// Opens the journal of `node_id` as a member of a quorum it reaches through
+    /// `transport`. The snapshot is replayed at once; committed entries arrive through
+    /// [`Self::take_committed`] as the member learns them.
     pub fn open_cluster(
         data_dir: &Path,
         node_id: i32,
-        voters: Voters,
+        transport: Transport,
         timing: QuorumTiming,
-        role: service::Role,
     ) -> Result<(MetadataJournal, Replay), JournalError> {
         let store = RaftStore::open(data_dir)?;
         let snap = store.latest_snapshot();
         let snap_index = snap.get_metadata().index;
         let (snapshot_applied, snapshot) = decode_snapshot(snap_index, &snap.data)?;
-        let handle = service::start(raft_id(node_id), voters, store, timing, role)?;
+        let dynamic = !transport.bootstrap.is_empty();
+        let handle = service::start_with(raft_id(node_id), transport, store, timing)?;
         let journal = MetadataJournal {
             member: Member::Cluster(handle),
             committed: VecDeque::new(),
             entries_since_snapshot: 0,
             taken_index: snap_index,
+            dynamic,
         };
         let replay = Replay {
             snapshot_applied,
@@ -329,7 +334,7 @@ impl MetadataJournal {
             } else {
                 heard.get(&v).copied().flatten()
             };
-            let entry = (node_id_of(v), end, ago);
+            let entry = (node_id_of(v), end, ago, None);
             if learners.contains(&v) {
                 observers.push(entry);
             } else {
@@ -342,6 +347,63 @@ impl MetadataJournal {
             high_watermark: committed as i64,
             voters,
             observers,
+        }
+    }
+
+    /// Makes a new dynamic quorum of this node alone (`twinlog format --standalone`,
+    /// Kafka's `kafka-storage format --standalone`): its Raft store starts with this node
+    /// as the only voter and its endpoint as the first metadata.
+    pub fn format_standalone(
+        data_dir: &Path,
+        node_id: i32,
+        endpoint: MetadataRecord,
+    ) -> Result<(), JournalError> {
+        let store = RaftStore::open(data_dir)?;
+        if !store.is_fresh() {
+            return Err(JournalError::Corrupt {
+                index: 0,
+                reason: "the metadata log already exists; a standalone quorum starts empty".into(),
+            });
+        }
+        store.bootstrap_with(&[raft_id(node_id)], encode_snapshot(1, &[endpoint])?)?;
+        Ok(())
+    }
+
+    /// Whether the voter set may change (a dynamic quorum).
+    pub fn is_dynamic(&self) -> bool {
+        self.dynamic
+    }
+
+    /// Dials the controller `node_id` at `addr` (its committed endpoint).
+    pub fn dial(&self, node_id: i32, addr: std::net::SocketAddr) {
+        if let Member::Cluster(h) = &self.member {
+            h.dial(raft_id(node_id), addr);
+        }
+    }
+
+    /// Adds (`add`) or removes a voter; answers once the change is applied here.
+    pub fn change_voters(&self, node_id: i32, add: bool) -> Result<(), String> {
+        let Member::Cluster(h) = &self.member else {
+            return Err("this node is no member of a quorum".into());
+        };
+        let id = raft_id(node_id);
+        h.change_voters(if add {
+            Change::Add(id)
+        } else {
+            Change::Remove(id)
+        })
+    }
+
+    /// The voters and the learners, by node id, as this member knows them.
+    pub fn membership(&self) -> (Vec<i32>, Vec<i32>) {
+        match &self.member {
+            Member::Alone(node) => (vec![node_id_of(node.id())], Vec::new()),
+            Member::Cluster(h) => h.status().map_or_else(Default::default, |s| {
+                (
+                    s.voters.into_iter().map(node_id_of).collect(),
+                    s.learners.into_iter().map(node_id_of).collect(),
+                )
+            }),
         }
     }
 

@@ -383,8 +383,7 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
                     let broken = Arc::new(AtomicBool::new(false));
                     if let (Ok(()), Ok(mut back)) = (write_join(&mut c, me), c.try_clone()) {
                         let events = events.clone();
-                        let (stop, flag, tx) =
-                            (Arc::clone(&stop), Arc::clone(&broken), tx.clone());
+                        let (stop, flag, tx) = (Arc::clone(&stop), Arc::clone(&broken), tx.clone());
                         let _ = std::thread::Builder::new()
                             .name(format!("quorum-link-{me}"))
                             .spawn(move || {
@@ -759,7 +758,10 @@ fn run(
         let progress = node.drive().map_err(|e| e.to_string())?;
         for m in progress.messages {
             let to = m.to;
-            let route = links.peers.get(&to).or_else(|| learners.get(&to).map(|(_, q)| q));
+            let route = links
+                .peers
+                .get(&to)
+                .or_else(|| learners.get(&to).map(|(_, q)| q));
             if let Some(q) = route {
                 match q.try_send(m) {
                     Ok(()) => {}

@@ -42,7 +42,7 @@ pub async fn handle(
         }
     };
     let now = now_ms();
-    let replica = |(id, end, ago): &(i32, i64, Option<std::time::Duration>)| {
+    let replica = |(id, end, ago, directory): &crate::controller::QuorumMember| {
         let seen = ago.map_or(-1, |d| now - d.as_millis() as i64);
         let mut r = ReplicaState::default()
             .with_replica_id(BrokerId(*id))
@@ -50,6 +50,9 @@ pub async fn handle(
         if version >= 1 {
             r.last_fetch_timestamp = seen;
             r.last_caught_up_timestamp = if *end >= q.high_watermark { seen } else { -1 };
+        }
+        if version >= 2 {
+            r.replica_directory_id = directory.unwrap_or_default();
         }
         r
     };
@@ -69,7 +72,7 @@ pub async fn handle(
         resp.nodes = q
             .voters
             .iter()
-            .filter_map(|(id, _, _)| {
+            .filter_map(|(id, _, _, _)| {
                 let addr = image.broker_address(*id)?;
                 Some(Node::default().with_node_id(BrokerId(*id)).with_listeners(
                     vec![Listener::default()

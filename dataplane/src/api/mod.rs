@@ -40,6 +40,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod raft_voters;
 pub mod reassignments;
 pub mod sync_group;
 pub mod txn_offset_commit;
@@ -92,6 +93,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::AddRaftVoter, 0, 0),
+    (ApiKey::RemoveRaftVoter, 0, 0),
 ];
 
 pub fn is_supported(key: ApiKey, version: i16) -> bool {
@@ -133,6 +136,12 @@ pub async fn handle(
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r, version).await)
+        }
+        RequestKind::AddRaftVoter(r) => {
+            ResponseKind::AddRaftVoter(raft_voters::handle_add(ctx, r).await)
+        }
+        RequestKind::RemoveRaftVoter(r) => {
+            ResponseKind::RemoveRaftVoter(raft_voters::handle_remove(ctx, r).await)
         }
         RequestKind::ElectLeaders(r) => {
             ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, version).await)

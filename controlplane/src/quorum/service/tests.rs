@@ -194,7 +194,12 @@ fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
 }
 
 /// A member of a dynamic quorum: listens on `addr`, dials `bootstrap`.
-fn dynamic(id: u64, dir: &std::path::Path, addr: SocketAddr, bootstrap: &[SocketAddr]) -> QuorumHandle {
+fn dynamic(
+    id: u64,
+    dir: &std::path::Path,
+    addr: SocketAddr,
+    bootstrap: &[SocketAddr],
+) -> QuorumHandle {
     let transport = Transport {
         listen: Some(addr),
         bootstrap: bootstrap.to_vec(),
@@ -226,7 +231,11 @@ fn a_lone_voter_grows_to_three_voters_loses_its_first_and_the_others_remove_it()
     wait_status(&first, "a snapshot is wanted", |_| first.snapshot_wanted());
     first.compact(u64::MAX, b"s".to_vec());
     for h in [&second, &third] {
-        assert_eq!(next(h), (true, "s".to_string()), "caught up from the snapshot");
+        assert_eq!(
+            next(h),
+            (true, "s".to_string()),
+            "caught up from the snapshot"
+        );
     }
     first.change_voters(Change::Add(2)).expect("2 votes");
     // A change asked of a member that does not lead goes through the leader.
@@ -235,7 +244,9 @@ fn a_lone_voter_grows_to_three_voters_loses_its_first_and_the_others_remove_it()
     assert!(s.learners.is_empty(), "{s:?}");
     // The newest dials the other (as it would from the committed endpoints).
     third.dial(2, addrs[1]);
-    third.propose(b"x".to_vec()).expect_err("only the leader takes proposals");
+    third
+        .propose(b"x".to_vec())
+        .expect_err("only the leader takes proposals");
     first.propose(b"v1".to_vec()).expect("committed by three");
     // The first one stops: the two others elect one of them.
     first.stop().expect("stops");
