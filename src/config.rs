@@ -1285,6 +1285,56 @@ mod tests {
     }
 
     #[test]
+    fn a_dynamic_quorum_takes_bootstrap_servers_and_a_controller_listener() {
+        let c = BrokerConfig::from_toml_str(
+            "\"node.id\" = 2\n\"listeners\" = \"PLAINTEXT://10.0.0.2:9092,CONTROLLER://10.0.0.2:9093\"\n\"controller.quorum.bootstrap.servers\" = \"10.0.0.1:9093, 10.0.0.3:9093\"\n",
+        )
+        .expect("parses");
+        assert_eq!(c.listen, addr("10.0.0.2:9092"));
+        assert_eq!(c.controller_listen, Some(addr("10.0.0.2:9093")));
+        assert_eq!(
+            c.quorum_bootstrap,
+            vec![addr("10.0.0.1:9093"), addr("10.0.0.3:9093")]
+        );
+        // Another name for the controller listener.
+        let named = BrokerConfig::from_toml_str(
+            "\"controller.listener.names\" = \"RAFT\"\n\"listeners\" = \"RAFT://127.0.0.1:9093,PLAINTEXT://127.0.0.1:9092\"\n\"controller.quorum.bootstrap.servers\" = \"127.0.0.1:9093\"\n",
+        )
+        .expect("parses");
+        assert_eq!(named.controller_listen, Some(addr("127.0.0.1:9093")));
+        for (text, key) in [
+            // A controller of a dynamic quorum must listen for the others.
+            (
+                "\"controller.quorum.bootstrap.servers\" = \"127.0.0.1:9093\"",
+                "listeners",
+            ),
+            // Static or dynamic, not both.
+            (
+                "\"listeners\" = \"CONTROLLER://127.0.0.1:9093\"\n\"controller.quorum.bootstrap.servers\" = \"127.0.0.1:9093\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:9093\"",
+                "controller.quorum.bootstrap.servers",
+            ),
+            (
+                "\"controller.quorum.bootstrap.servers\" = \"nowhere:9093\"",
+                "controller.quorum.bootstrap.servers",
+            ),
+            (
+                "\"listeners\" = \"CONTROLLER://127.0.0.1:1,CONTROLLER://127.0.0.1:2\"",
+                "listeners",
+            ),
+        ] {
+            match BrokerConfig::from_toml_str(text) {
+                Err(ConfigError::BadValue { key: k, .. }) => assert_eq!(k, key, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        // A broker-only node of a dynamic quorum needs no controller listener.
+        BrokerConfig::from_toml_str(
+            "\"process.roles\" = \"broker\"\n\"controller.quorum.bootstrap.servers\" = \"127.0.0.1:9093\"\n",
+        )
+        .expect("a broker-only node parses");
+    }
+
+    #[test]
     fn quorum_voters_and_process_roles() {
         let c = BrokerConfig::from_toml_str(
             "\"node.id\" = 1\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:9093, 1@127.0.0.1:9094,2@127.0.0.1:9095\"\n",

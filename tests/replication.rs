@@ -1173,8 +1173,8 @@ fn a_dynamic_quorum_grows_from_one_controller_to_three_and_drops_a_dead_one() {
     let net = Net::new(3);
     let mut nodes: Vec<Option<Broker>> = vec![Some(start_dynamic(&net, 0)), None, None];
     wait_brokers(&nodes, 1);
-    for i in 1..3 {
-        nodes[i] = Some(start_dynamic(&net, i));
+    for (i, slot) in nodes.iter_mut().enumerate().skip(1) {
+        *slot = Some(start_dynamic(&net, i));
     }
     wait_brokers(&nodes, 3);
     let via = bootstrap_all(&nodes);
@@ -1186,8 +1186,8 @@ fn a_dynamic_quorum_grows_from_one_controller_to_three_and_drops_a_dead_one() {
         "observers {observers}"
     );
     // kafka-metadata-quorum add-controller, with each new controller's own properties.
-    for i in 1..3 {
-        let n = nodes[i].as_ref().expect("node");
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        let n = n.as_ref().expect("node");
         let props = dir_file(
             "controller.properties",
             &format!(

@@ -240,7 +240,14 @@ mod tests {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'));
         let text = std::fs::read_to_string(dir.path().join(META_PROPERTIES_FILE)).expect("read");
-        assert_eq!(text, format!("version=1\ncluster.id={id}\nnode.id=0\n"));
+        let directory = directory_id(dir.path()).expect("a directory id");
+        assert_eq!(
+            text,
+            format!(
+                "version=1\ncluster.id={id}\nnode.id=0\ndirectory.id={}\n",
+                uuid_to_kafka_base64(directory)
+            )
+        );
         assert_eq!(
             load_or_create_cluster_id(dir.path(), 0).expect("read back"),
             id
@@ -278,6 +285,26 @@ mod tests {
         }
         assert!(format(fresh.path(), &id, -1, false).is_err());
         assert!(!fresh.path().join(META_PROPERTIES_FILE).exists());
+    }
+
+    #[test]
+    fn each_formatted_directory_has_its_own_directory_id() {
+        let (a, b) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
+        assert_eq!(directory_id(a.path()), None, "not formatted");
+        for d in [&a, &b] {
+            format(d.path(), "MkU3OEVBNTcwNTJENDM2Qg", 1, false).expect("format");
+        }
+        let (ia, ib) = (directory_id(a.path()), directory_id(b.path()));
+        assert!(ia.is_some_and(|i| !i.is_nil()), "{ia:?}");
+        assert_ne!(ia, ib);
+        // Still read by the cluster-id check.
+        assert_eq!(
+            load_or_create_cluster_id(a.path(), 1).expect("load"),
+            "MkU3OEVBNTcwNTJENDM2Qg"
+        );
     }
 
     #[test]
