@@ -54,6 +54,7 @@ fn timed_clean(batches: Vec<bytes::Bytes>) -> Duration {
     let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(512 << 10)
         .spawn(move || async move {
+            dataplane::reactor::spawn_tick();
             let dir = tempfile::tempdir_in(
                 std::env::var("TWINLOG_BENCH_DIR").unwrap_or_else(|_| ".".into()),
             )

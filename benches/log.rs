@@ -81,6 +81,7 @@ fn timed_appends(batches: Vec<Bytes>, mode: Append) -> Duration {
     let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(512 << 10)
         .spawn(move || async move {
+            dataplane::reactor::spawn_tick();
             let dir = tempfile::tempdir_in(
                 std::env::var("TWINLOG_BENCH_DIR").unwrap_or_else(|_| ".".into()),
             )

@@ -476,6 +476,7 @@ async fn run_shard(
     let txn_partitions = txn_config.state_topic_partitions;
     let txn_runtime = TxnRuntime::new(txn_config);
     ctx.set_txn_runtime(Rc::clone(&txn_runtime));
+    dataplane::reactor::spawn_tick();
     glommio::spawn_local(Rc::clone(&ctx).run_jobs(jobs)).detach();
     glommio::spawn_local(dataplane::metrics::run_shard_sampler(Rc::clone(&ctx))).detach();
     // Open the partitions this shard owns.

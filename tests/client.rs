@@ -297,7 +297,10 @@ where
 {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
-        .spawn(f)
+        .spawn(|| {
+            dataplane::reactor::spawn_tick();
+            f()
+        })
         .expect("executor starts")
         .join()
         .expect("executor finishes");

@@ -1101,6 +1101,232 @@ fn a_controller_only_node_runs_the_quorum_of_broker_only_nodes() {
     drop(controller);
 }
 
+#[test]
+fn a_partition_whose_isr_died_comes_back_only_by_an_unclean_election() {
+    if skip_if(
+        support::kafka::missing_kafka(),
+        "kafka-leader-election UNCLEAN",
+    ) || skip_if(support::missing_program("kcat"), "unclean election")
+    {
+        return;
+    }
+    let net = Net::new(3);
+    let mut nodes = start_cluster(&net, "\"auto.leader.rebalance.enable\" = false\n");
+    let via = bootstrap_all(&nodes);
+    // Two topics on nodes 1 (preferred leader) and 2; node 0 only votes. One may elect
+    // an out-of-sync replica by itself (`unclean.leader.election.enable`), the other
+    // only when asked.
+    for (topic, unclean) in [("unclean-tool", "false"), ("unclean-auto", "true")] {
+        let out = support::kafka::run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                "1:2",
+                "--config",
+                &format!("unclean.leader.election.enable={unclean}"),
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment 1:2");
+        wait_isr(nodes[0].as_ref().expect("node 0"), topic, 1, 2);
+        kcat_one(&via, topic, "a");
+    }
+    // Node 2 stops: it leaves both ISRs, and a record reaches node 1 alone.
+    nodes[2].as_ref().expect("node 2").signal("STOP");
+    let n0 = nodes[0].as_ref().expect("node 0");
+    for topic in ["unclean-tool", "unclean-auto"] {
+        wait_isr(n0, topic, 1, 1);
+        kcat_one(&bootstrap_all(&nodes[..2]), topic, "b");
+    }
+    // Node 1, the whole ISR, dies; node 2 comes back out of sync.
+    nodes[1].as_mut().expect("node 1").kill9();
+    nodes[2].as_ref().expect("node 2").signal("CONT");
+    let n0 = nodes[0].as_ref().expect("node 0");
+    let started = Instant::now();
+    loop {
+        let (tool, auto) = (leaders(n0, "unclean-tool"), leaders(n0, "unclean-auto"));
+        let offline = tool.get(&0).is_some_and(|(leader, _)| *leader == -1);
+        let elected = auto.get(&0).is_some_and(|(leader, _)| *leader == 2);
+        if offline && elected {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "expected unclean-tool offline and unclean-auto led by node 2: {tool:?} {auto:?}\n{}",
+            n0.log_tail(30)
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    // Kafka's tool elects the out-of-sync replica when asked.
+    let live = bootstrap_all(&nodes);
+    let out = support::kafka::run_tool(
+        "kafka-leader-election",
+        &[
+            "--bootstrap-server",
+            &live,
+            "--election-type",
+            "UNCLEAN",
+            "--topic",
+            "unclean-tool",
+            "--partition",
+            "0",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-leader-election --election-type UNCLEAN");
+    wait_isr(n0, "unclean-tool", 1, 1);
+    assert_eq!(leaders(n0, "unclean-tool")[&0].0, 2);
+    // What only the dead node had is gone; the new leader takes writes after its own.
+    for topic in ["unclean-tool", "unclean-auto"] {
+        kcat_one(&live, topic, "c");
+        let out = support::run_command(
+            std::process::Command::new("kcat").args([
+                "-C",
+                "-b",
+                &live,
+                "-t",
+                topic,
+                "-p",
+                "0",
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+            ]),
+            None,
+            Duration::from_secs(30),
+        );
+        assert!(out.success(), "{}", out.describe());
+        assert_eq!(
+            out.stdout.lines().collect::<Vec<_>>(),
+            ["a", "c"],
+            "{topic} after the unclean election"
+        );
+    }
+}
+
+#[test]
+fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
+    if skip_if(
+        support::kafka::missing_kafka(),
+        "kafka-reassign-partitions --throttle",
+    ) || skip_if(support::missing_program("kcat"), "replication throttle")
+    {
+        return;
+    }
+    let net = Net::new(3);
+    let nodes = start_cluster(&net, "\"auto.leader.rebalance.enable\" = false\n");
+    let via = bootstrap_all(&nodes);
+    let topic = "throttled";
+    let out = support::kafka::run_tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            &via,
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            "0",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment 0");
+    // 8 MB on node 0 alone.
+    let line = "x".repeat(999);
+    let input: String = (0..8000).map(|_| format!("{line}\n")).collect();
+    let out = support::run_command(
+        std::process::Command::new("kcat").args(["-P", "-b", &via, "-t", topic, "-p", "0"]),
+        Some(input.as_bytes()),
+        Duration::from_secs(60),
+    );
+    assert!(out.success(), "{}", out.describe());
+    let full = replica_bytes(&nodes[0].as_ref().expect("node 0").data_dir(), topic, 0).len();
+    assert!(full > 7_000_000, "{full} bytes on node 0");
+    // Onto node 1 as well, at 100 kB/s.
+    let plan = dir_file(
+        "reassign.json",
+        r#"{"version":1,"partitions":[{"topic":"throttled","partition":0,"replicas":[0,1]}]}"#,
+    );
+    let out = support::kafka::run_tool(
+        "kafka-reassign-partitions",
+        &[
+            "--bootstrap-server",
+            &via,
+            "--reassignment-json-file",
+            &plan.1,
+            "--execute",
+            "--throttle",
+            "100000",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-reassign-partitions --execute --throttle");
+    thread::sleep(Duration::from_secs(5));
+    let copied = replica_bytes(&nodes[1].as_ref().expect("node 1").data_dir(), topic, 0).len();
+    eprintln!("[replication] {copied} of {full} bytes copied in 5 s under a 100 kB/s throttle");
+    // Unthrottled, loopback copies the 8 MB in about a second; throttled, one second's
+    // budget and one overdrawing fetch (at most replica.fetch.max.bytes) go by.
+    assert!(
+        copied < full / 2,
+        "{copied} of {full} bytes copied in 5 s under a 100 kB/s throttle"
+    );
+    // The throttle lifted, the copy completes and --verify clears the throttle configs.
+    for broker in ["0", "1"] {
+        let out = support::kafka::run_tool(
+            "kafka-configs",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                broker,
+                "--alter",
+                "--delete-config",
+                "leader.replication.throttled.rate,follower.replication.throttled.rate",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-configs --delete-config");
+    }
+    let started = Instant::now();
+    loop {
+        let text = reassign_tool(&via, &plan.1, "--verify");
+        if text.contains("is completed") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "reassignment not completed once unthrottled:\n{text}"
+        );
+        thread::sleep(Duration::from_millis(500));
+    }
+    assert_replicas_identical(&nodes[..2], topic, 1);
+}
+
+/// One record `value` into partition 0 of `topic` with kcat (acks=all).
+fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
+    let out = support::run_command(
+        std::process::Command::new("kcat").args([
+            "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all",
+        ]),
+        Some(format!("{value}\n").as_bytes()),
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "{}", out.describe());
+}
+
 /// Node `i` of a dynamic quorum (`controller.quorum.bootstrap.servers` naming node 0's
 /// controller listener), a broker and a controller; node 0 is formatted as the quorum's
 /// only voter (`twinlog format --standalone`), the others join as observers.

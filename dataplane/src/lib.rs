@@ -19,6 +19,7 @@ pub mod metadata;
 pub mod metrics;
 pub mod net;
 pub mod partition;
+pub mod reactor;
 pub mod shard;
 #[cfg(test)]
 mod test_support;

@@ -8,7 +8,10 @@ where
 {
     glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
-        .spawn(f)
+        .spawn(|| {
+            crate::reactor::spawn_tick();
+            f()
+        })
         .expect("executor starts")
         .join()
         .expect("executor finishes");

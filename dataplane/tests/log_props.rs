@@ -400,7 +400,10 @@ where
     }
     let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
-        .spawn(f)
+        .spawn(|| {
+            dataplane::reactor::spawn_tick();
+            f()
+        })
         .expect("executor starts");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

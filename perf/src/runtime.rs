@@ -266,6 +266,7 @@ pub fn run(
             .name(&format!("perf-{i}"))
             .io_memory(IO_MEMORY_BYTES)
             .spawn(move || async move {
+                dataplane::reactor::spawn_tick();
                 let _guard = guard;
                 run_thread(plan, workload, shared).await
             })

@@ -1715,6 +1715,7 @@ mod tests {
         let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
             .io_memory(256 << 10)
             .spawn(move || async move {
+                dataplane::reactor::spawn_tick();
                 let mut img = image(true);
                 // Spread the state partitions over both shards.
                 let mut state = (*img.topics[MIRROR_STATE_TOPIC]).clone();

@@ -76,6 +76,7 @@ pub fn spawn_mirror_thread(
         .name("twinlog-mirror")
         .io_memory(MIRROR_IO_MEMORY_BYTES)
         .spawn(move || async move {
+            dataplane::reactor::spawn_tick();
             let (events_tx, events_rx) = async_channel::bounded::<MirrorEvent>(MIRROR_EVENTS_MAX);
             for shard in 0..router.shard_count() {
                 let tx = events_tx.clone();

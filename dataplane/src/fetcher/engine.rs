@@ -2,7 +2,8 @@
 //! functions of what the leader answered and what the local log holds: where to
 //! truncate when histories diverge, what to do on OFFSET_OUT_OF_RANGE, and what a
 //! partition error means. The mirror fetcher (`mirror.rs`) does the I/O and applies
-//! them; the replica fetcher of the cluster issue will apply the same ones.
+//! them; the replica fetcher (`replica.rs`) applies the same ones, through the same
+//! [`LeaderEndpoint`].
 
 use std::time::{Duration, Instant};
 
@@ -325,8 +326,8 @@ impl PartitionError {
 
 /// The leader side of a fetch, Kafka's `LeaderEndpoint`: the requests the engine sends
 /// the broker that leads a partition. The mirror fetcher's is a consumer connection to
-/// a source broker ([`KafkaConnection`]); tests use an in-memory leader; the replica
-/// fetcher of the cluster issue adds a replica connection.
+/// a source broker or, for followers, the partition's leader ([`KafkaConnection`] both);
+/// tests use an in-memory leader.
 ///
 /// [`KafkaConnection`]: crate::client::KafkaConnection
 #[allow(async_fn_in_trait)]

@@ -7,6 +7,7 @@
 pub mod engine;
 pub mod mirror;
 pub mod replica;
+pub mod throttle;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

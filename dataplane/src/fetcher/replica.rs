@@ -5,7 +5,8 @@
 //! log end, current leader epoch and `LastFetchedEpoch`, and the leader answers with
 //! records up to its log end and its high watermark; its `DivergingEpoch` answers cut the
 //! local log where the histories part (`engine::truncation_target`, the same rule the
-//! mirror fetcher follows). Fetched batches are CRC-checked and appended exactly as the
+//! mirror fetcher follows). Like the mirror fetcher it talks to its leader through the
+//! fetch engine's `LeaderEndpoint` (a `KafkaConnection` here). Fetched batches are CRC-checked and appended exactly as the
 //! leader stored them (offsets, epochs, producer ids), and the follower's high watermark
 //! is the leader's, capped at its own log end.
 //!
@@ -290,7 +291,7 @@ impl ReplicaFetcher {
     async fn fetch_round(
         &self,
         ctx: &Rc<ShardCtx>,
-        conn: &mut KafkaConnection,
+        conn: &mut impl engine::LeaderEndpoint,
         config: &ReplicationConfig,
         ready: Vec<(TopicPartition, Follow)>,
     ) -> Result<(), ClientError> {
@@ -305,6 +306,10 @@ impl ReplicaFetcher {
         let mut by_topic: BTreeMap<String, (uuid::Uuid, Vec<FetchPartition>)> = BTreeMap::new();
         // Per partition: the offset asked for and the generation asked under.
         let mut asked: BTreeMap<TopicPartition, (i64, u64)> = BTreeMap::new();
+        let now = Instant::now();
+        let quota = &ctx.replication_quotas.1;
+        // Per partition fetched under the follower throttle: its rate.
+        let mut throttled: BTreeMap<TopicPartition, u64> = BTreeMap::new();
         for (tp, follow) in &ready {
             let Some(topic) = image.topic(&tp.topic) else {
                 continue;
@@ -312,6 +317,14 @@ impl ReplicaFetcher {
             let Some(partition) = ctx.partition(tp) else {
                 continue;
             };
+            // A partition outside the ISR that this follower throttles waits while the
+            // shard's budget is spent (Kafka's follower replication quota).
+            if let Some(rate) = follower_throttle(&image, topic, &partition, ctx) {
+                if !quota.allows(rate, now) {
+                    continue;
+                }
+                throttled.insert(tp.clone(), rate);
+            }
             let Ok(log) = partition.read().await else {
                 continue;
             };
@@ -366,7 +379,7 @@ impl ReplicaFetcher {
         } else {
             request.replica_id = me;
         }
-        let response = conn.send(&request, version).await?;
+        let response = conn.fetch(&request, version).await?;
         if response.error_code != 0 {
             for (tp, (_, generation)) in &asked {
                 self.backoff(
@@ -395,6 +408,9 @@ impl ReplicaFetcher {
                 };
                 if !self.accepts(&tp, generation) {
                     continue;
+                }
+                if let (Some(rate), Some(records)) = (throttled.get(&tp), &p.records) {
+                    quota.record(records.len(), *rate, Instant::now());
                 }
                 let outcome = match ctx.partition(&tp) {
                     Some(partition) => {
@@ -534,6 +550,28 @@ impl ReplicaFetcher {
         }
         Outcome::Retry("offset out of range".into())
     }
+}
+
+/// This shard's follower throttle rate for `partition`, if its topic names it on this
+/// broker in `follower.replication.throttled.replicas`, a rate is set, and this replica
+/// is not in the ISR.
+fn follower_throttle(
+    image: &crate::metadata::MetadataImage,
+    topic: &crate::metadata::TopicImage,
+    partition: &Partition,
+    ctx: &ShardCtx,
+) -> Option<u64> {
+    use super::throttle;
+    let tp = partition.topic_partition();
+    let listed = throttle::names(
+        topic.configs.get(throttle::FOLLOWER_REPLICAS),
+        tp.partition,
+        image.node_id,
+    );
+    if !listed || partition.leadership().isr.contains(&image.node_id) {
+        return None;
+    }
+    throttle::shard_rate(image, throttle::FOLLOWER_RATE, ctx.router.shard_count())
 }
 
 fn error_name(code: i16) -> String {

@@ -145,6 +145,11 @@ pub struct ShardCtx {
     pub mirror_fetchers: crate::fetcher::MirrorFetcherManager,
     /// Replica fetchers of the partitions this shard follows, by leader.
     pub replica_fetchers: crate::fetcher::replica::ReplicaFetchers,
+    /// This shard's replication throttle budgets (leader side, follower side).
+    pub replication_quotas: (
+        crate::fetcher::throttle::Quota,
+        crate::fetcher::throttle::Quota,
+    ),
     /// The log cleaner's counters and per-partition state.
     pub cleaner: crate::log::cleaner::CleanerState,
 }
@@ -177,6 +182,7 @@ impl ShardCtx {
             mirror: std::cell::OnceCell::new(),
             mirror_fetchers: crate::fetcher::MirrorFetcherManager::default(),
             replica_fetchers: Default::default(),
+            replication_quotas: Default::default(),
             cleaner: crate::log::cleaner::CleanerState::default(),
         })
     }

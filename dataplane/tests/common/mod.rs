@@ -20,7 +20,10 @@ where
 {
     let ex = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .io_memory(256 << 10)
-        .spawn(f)
+        .spawn(|| {
+            dataplane::reactor::spawn_tick();
+            f()
+        })
         .expect("executor starts");
     ex.join().expect("executor finishes");
 }
