@@ -620,6 +620,7 @@ fn a_cut_off_follower_leaves_the_isr_and_min_insync_replicas_is_enforced() {
     let l = wait_isr(nodes[0].as_ref().expect("node 0"), topic, 1, 3);
     let leader = l[&0].0 as usize;
     kcat_produce(&nodes, topic, "all").expect("acks=all with a full ISR");
+    assert_leader_hints(&nodes, topic, leader);
     // Cut off a follower that is not the active controller (the quorum keeps its
     // majority either way).
     let follower = (0..3).find(|i| *i != leader).expect("a follower");
@@ -681,6 +682,82 @@ fn a_cut_off_follower_leaves_the_isr_and_min_insync_replicas_is_enforced() {
         );
         assert_replicas_identical(&nodes, java_topic, 3);
     }
+}
+
+/// KIP-951: a Produce (v10+) or Fetch (v16+) sent to a replica that does not lead names
+/// the leader, its epoch and its endpoint, so a client moves without a Metadata round.
+fn assert_leader_hints(nodes: &[Option<Broker>], topic: &str, leader: usize) {
+    use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::{FetchRequest, ProduceRequest};
+    let follower = (0..nodes.len()).find(|i| *i != leader).expect("a follower");
+    let leader_node = nodes[leader].as_ref().expect("leader");
+    let mut c = connect(&nodes[follower].as_ref().expect("follower").bootstrap())
+        .expect("connects to the follower");
+    let batch = support::record_batch(1);
+    let produce = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(batch))])]);
+    let r = c.send(&produce, 10).expect("produce v10");
+    let p = &r.responses[0].partition_responses[0];
+    assert_eq!(
+        p.error_code,
+        kafka_protocol::ResponseError::NotLeaderOrFollower.code()
+    );
+    assert_eq!(p.current_leader.leader_id.0, leader as i32, "{p:?}");
+    assert!(p.current_leader.leader_epoch >= 0, "{p:?}");
+    let endpoint = r
+        .node_endpoints
+        .iter()
+        .find(|e| e.node_id.0 == leader as i32)
+        .unwrap_or_else(|| panic!("no endpoint of the leader in {:?}", r.node_endpoints));
+    assert_eq!(
+        (endpoint.host.to_string(), endpoint.port as u16),
+        (
+            leader_node.addr().ip().to_string(),
+            leader_node.addr().port()
+        )
+    );
+    let topic_id = {
+        let meta = c
+            .send(
+                &MetadataRequest::default().with_topics(Some(vec![
+                    kafka_protocol::messages::metadata_request::MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(topic.into())))),
+                ])),
+                12,
+            )
+            .expect("metadata");
+        meta.topics[0].topic_id
+    };
+    let fetch = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic_id(topic_id)
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])]);
+    let r = c.send(&fetch, 16).expect("fetch v16");
+    let p = &r.responses[0].partitions[0];
+    assert_eq!(
+        p.error_code,
+        kafka_protocol::ResponseError::NotLeaderOrFollower.code()
+    );
+    assert_eq!(p.current_leader.leader_id.0, leader as i32, "{p:?}");
+    assert!(
+        r.node_endpoints
+            .iter()
+            .any(|e| e.node_id.0 == leader as i32 && e.port as u16 == leader_node.addr().port()),
+        "{:?}",
+        r.node_endpoints
+    );
 }
 
 #[test]

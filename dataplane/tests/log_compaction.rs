@@ -364,6 +364,51 @@ proptest! {
     }
 }
 
+/// A case proptest found (Dec 2026): a tombstone of a committed transaction got its
+/// delete horizon in a clean whose offset map stopped before it, so the record it
+/// deleted was not removed in that pass; once the horizon passed, a later clean dropped
+/// the tombstone and the deleted key came back.
+#[test]
+fn a_tombstone_outlives_the_records_it_deletes() {
+    use Op::*;
+    let put = |records: &[(u8, Option<u8>)], txn: Option<bool>| Put {
+        records: records.to_vec(),
+        txn,
+    };
+    let clean = |map_keys: usize| Clean {
+        map_keys,
+        crash: None,
+    };
+    let ops = vec![
+        put(&[(0, Some(0))], None),
+        put(&[(0, Some(0))], Some(false)),
+        put(&[(0, Some(0)), (0, Some(0)), (0, Some(0))], Some(false)),
+        put(&[(3, Some(0))], None),
+        clean(2),
+        put(&[(0, Some(0)), (3, None)], Some(true)),
+        put(&[(0, Some(0)), (0, Some(0)), (0, Some(0))], Some(false)),
+        put(&[(0, Some(0))], None),
+        clean(2),
+        put(&[(0, Some(0)), (3, Some(84)), (3, Some(23))], Some(false)),
+        put(&[(5, Some(63)), (0, Some(81))], None),
+        Tick(1051),
+        put(&[(4, None)], Some(false)),
+        clean(1000),
+    ];
+    run(move || async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut model = Model {
+            now: 10_000,
+            ..Model::default()
+        };
+        let mut p = open(dir.path(), model.now).await;
+        for (i, op) in ops.iter().enumerate() {
+            p = apply(dir.path(), p, &mut model, op).await;
+            check(&p, &model, &format!("step {i} {op:?}")).await;
+        }
+    });
+}
+
 /// A log of `segments` rolled segments of one batch each (keys 0..3), written at `at`.
 async fn rolled_log(dir: &Path, config: LogConfig, segments: usize, at: i64) -> Rc<Partition> {
     let log = PartitionLog::open(dir, tp(), None, config, at)

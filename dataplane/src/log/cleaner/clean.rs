@@ -375,7 +375,17 @@ async fn build_map(
     stats: &mut CleanStats,
 ) -> Result<(OffsetMap, Offset), CleanError> {
     let mut map = OffsetMap::new(env.map_bytes);
-    let mut tracker = TxnTracker::new(snap.aborted.clone());
+    // The walk starts at the first dirty offset: an aborted transaction whose marker lies
+    // before it is over, and the walk never sees that marker end it. Given to the
+    // tracker, it would stay open and make the producer's later, committed transactions
+    // look aborted, so their keys (tombstones among them) would be missing from the map.
+    let open_then: Vec<_> = snap
+        .aborted
+        .iter()
+        .filter(|t| t.last_offset >= snap.first_dirty)
+        .cloned()
+        .collect();
+    let mut tracker = TxnTracker::new(open_then);
     let mut end = snap.first_dirty;
     for seg in snap.segments.iter().filter(|s| snap.is_dirty(s)) {
         let mut reader = SegmentReader::open(seg).await?;
