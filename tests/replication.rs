@@ -1392,6 +1392,90 @@ fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
     assert_replicas_identical(&nodes[..2], topic, 1);
 }
 
+#[test]
+fn transactions_span_brokers_and_survive_their_coordinators_death() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "transactions on a cluster",
+    ) {
+        return;
+    }
+    let net = Net::new(3);
+    let mut nodes = start_cluster(
+        &net,
+        "\"group.initial.rebalance.delay.ms\" = 0\n\"transaction.abort.timed.out.transaction.cleanup.interval.ms\" = 500\n\"min.insync.replicas\" = 2\n",
+    );
+    // Every internal topic replicated three times, its partitions led by all three nodes.
+    for internal in ["__consumer_offsets", "__transaction_state"] {
+        let started = Instant::now();
+        loop {
+            let l = leaders(nodes[0].as_ref().expect("node 0"), internal);
+            if l.len() == 3
+                && l.values()
+                    .all(|(leader, isr)| *leader >= 0 && isr.len() == 3)
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{internal} not replicated: {l:?}"
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // The data topic replicated three times too (the script creates it with RF 1 when
+    // it does not exist).
+    create_topic(&nodes, "txn", 3, &[]);
+    wait_isr(nodes[0].as_ref().expect("node 0"), "txn", 3, 3);
+    let txn_args = |mode: &str, bootstrap: &str| {
+        [
+            mode.to_string(),
+            s("--bootstrap"),
+            bootstrap.to_string(),
+            s("--topic"),
+            s("txn"),
+            s("--group"),
+            s("g-txn"),
+            s("--partitions"),
+            s("3"),
+            s("--timeout"),
+            s("30"),
+        ]
+    };
+    // Commits, aborts, fencing and a timed-out transaction, with the coordinators and
+    // the partitions' leaders on different brokers: markers cross brokers
+    // (WriteTxnMarkers), and the offsets sent to the transaction are committed by the
+    // group coordinator of their partition's leader.
+    let out = run_python(
+        &py,
+        "ck_txn.py",
+        &args(&txn_args("run", &bootstrap_all(&nodes))),
+        Duration::from_secs(120),
+    );
+    assert_success(&out, nodes[0].as_ref().expect("node 0"));
+    // A node dies: its coordinators load on the new leaders from the replicated logs,
+    // read_committed still sees exactly the committed records, and the transactional ids
+    // initialise and commit again.
+    nodes[0].as_mut().expect("node 0").kill9();
+    let survivors = bootstrap_all(&nodes);
+    let out = run_python(
+        &py,
+        "ck_txn.py",
+        &args(&txn_args("after-restart", &survivors)),
+        Duration::from_secs(120),
+    );
+    assert_success(&out, nodes[1].as_ref().expect("node 1"));
+    for n in nodes.iter().flatten() {
+        assert!(
+            !n.log_tail(100_000).contains("panicked"),
+            "{} panicked\n{}",
+            n.bootstrap(),
+            n.log_tail(40)
+        );
+    }
+}
+
 /// One record `value` into partition 0 of `topic` with kcat (acks=all).
 fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
     let out = support::run_command(

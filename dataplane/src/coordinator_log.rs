@@ -23,6 +23,9 @@ use crate::wire::ControlType;
 #[derive(Debug)]
 pub struct CoordinatorSet<C> {
     coordinators: std::cell::RefCell<std::collections::HashMap<i32, C>>,
+    /// The leader epoch of its partition each coordinator was loaded at: a coordinator
+    /// is only as current as the leadership it was loaded under.
+    epochs: std::cell::RefCell<std::collections::HashMap<i32, i32>>,
     permit: glommio::sync::Semaphore,
 }
 
@@ -30,14 +33,54 @@ impl<C> Default for CoordinatorSet<C> {
     fn default() -> Self {
         CoordinatorSet {
             coordinators: std::cell::RefCell::new(std::collections::HashMap::new()),
+            epochs: std::cell::RefCell::new(std::collections::HashMap::new()),
             permit: glommio::sync::Semaphore::new(1),
         }
     }
 }
 
+/// The leader epoch of `tp` if this node leads it.
+pub fn led_epoch(ctx: &ShardCtx, tp: &TopicPartition) -> Option<i32> {
+    ctx.partition(tp)
+        .filter(|p| p.is_leader())
+        .map(|p| p.leader_epoch().0)
+}
+
 impl<C> CoordinatorSet<C> {
     pub fn is_loaded(&self, partition: i32) -> bool {
         self.coordinators.borrow().contains_key(&partition)
+    }
+
+    /// Adds the coordinator of `partition`, loaded while this node led it at `epoch`.
+    pub fn insert(&self, partition: i32, coordinator: C, epoch: i32) {
+        self.coordinators
+            .borrow_mut()
+            .insert(partition, coordinator);
+        self.epochs.borrow_mut().insert(partition, epoch);
+    }
+
+    /// Takes out every coordinator of `topic` whose partition this node no longer leads
+    /// at the epoch it was loaded at (leadership moved away, or away and back: the log
+    /// may hold what another leader's coordinator wrote meanwhile). Kafka's coordinator
+    /// unload on resignation.
+    pub fn take_stale(&self, ctx: &ShardCtx, topic: &str) -> Vec<(i32, C)> {
+        let stale: Vec<i32> = self
+            .epochs
+            .borrow()
+            .iter()
+            .filter(|(p, epoch)| {
+                led_epoch(ctx, &TopicPartition::new(topic.to_string(), **p)) != Some(**epoch)
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        let mut out = Vec::with_capacity(stale.len());
+        for p in stale {
+            self.epochs.borrow_mut().remove(&p);
+            if let Some(c) = self.coordinators.borrow_mut().remove(&p) {
+                out.push((p, c));
+            }
+        }
+        out
     }
 
     /// The partitions loaded here.

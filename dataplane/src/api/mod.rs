@@ -44,6 +44,7 @@ pub mod raft_voters;
 pub mod reassignments;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 use std::rc::Rc;
 
@@ -93,6 +94,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::DescribeQuorum, 0, 2),
+    (ApiKey::WriteTxnMarkers, 1, 1),
     (ApiKey::AddRaftVoter, 0, 0),
     (ApiKey::RemoveRaftVoter, 0, 0),
 ];
@@ -136,6 +138,9 @@ pub async fn handle(
         }
         RequestKind::DescribeQuorum(r) => {
             ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r, version).await)
+        }
+        RequestKind::WriteTxnMarkers(r) => {
+            ResponseKind::WriteTxnMarkers(write_txn_markers::handle(ctx, r).await)
         }
         RequestKind::AddRaftVoter(r) => {
             ResponseKind::AddRaftVoter(raft_voters::handle_add(ctx, r).await)

@@ -178,7 +178,7 @@ pub async fn append_on_owner(
 
 /// Kafka's delayed produce: waits until the high watermark reaches `needed` (the ISR
 /// has every record below it), this broker stops leading, or `timeout_ms` passes.
-async fn wait_for_isr(
+pub(crate) async fn wait_for_isr(
     partition: &crate::partition::Partition,
     needed: crate::types::Offset,
     min_isr: usize,

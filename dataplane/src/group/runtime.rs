@@ -107,6 +107,7 @@ impl GroupRuntime {
     /// Loads the coordinator of offsets partition `partition` from its log unless it is
     /// loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        self.unload_stale(ctx);
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -115,10 +116,15 @@ impl GroupRuntime {
     }
 
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        self.unload_stale(ctx);
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
         let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), partition);
+        // The coordinator lives on the partition's leader, at its leader epoch.
+        let Some(epoch) = coordinator_log::led_epoch(ctx, &tp) else {
+            return Err(ResponseError::NotCoordinator.code());
+        };
         let entries = coordinator_log::replay(ctx, &tp)
             .await
             .map_err(|_| coordinator_not_available())?;
@@ -152,10 +158,28 @@ impl GroupRuntime {
         } else {
             tracing::debug!(%tp, "group coordinator loaded (empty)");
         }
-        self.coordinators
-            .borrow_mut()
-            .insert(partition, coordinator);
+        self.coordinators.insert(partition, coordinator, epoch);
         Ok(())
+    }
+
+    /// Unloads the coordinators of partitions this node no longer leads at the epoch
+    /// they were loaded at; their parked JoinGroup/SyncGroup calls get NOT_COORDINATOR,
+    /// so the members look up the new coordinator.
+    fn unload_stale(&self, ctx: &ShardCtx) {
+        for (partition, coordinator) in self.coordinators.take_stale(ctx, OFFSETS_TOPIC) {
+            let parked = coordinator.parked_waiters();
+            tracing::info!(
+                partition,
+                parked = parked.len(),
+                "group coordinator unloaded: this broker no longer leads its partition"
+            );
+            let mut waiters = self.waiters.borrow_mut();
+            for id in parked {
+                if let Some(w) = waiters.remove(&id) {
+                    answer_not_coordinator(w);
+                }
+            }
+        }
     }
 
     /// Calls the coordinator of `partition`, appends the records of its effects, then
@@ -258,41 +282,18 @@ impl GroupRuntime {
     /// that will not complete here, and refuses further calls.
     pub fn shutdown(&self) {
         self.closing.set(true);
-        let code = ResponseError::NotCoordinator.code();
         for (_, waiter) in self.waiters.borrow_mut().drain() {
-            match waiter {
-                Waiter::Join(tx) => {
-                    let _ = tx.send(JoinGroupResponse {
-                        error_code: code,
-                        generation_id: -1,
-                        protocol_type: None,
-                        protocol_name: None,
-                        leader: String::new(),
-                        skip_assignment: false,
-                        member_id: String::new(),
-                        members: Vec::new(),
-                    });
-                }
-                Waiter::Sync(tx) => {
-                    let _ = tx.send(SyncGroupResponse {
-                        error_code: code,
-                        protocol_type: None,
-                        protocol_name: None,
-                        assignment: Bytes::new(),
-                    });
-                }
-            }
+            answer_not_coordinator(waiter);
         }
     }
 
-    /// Loads every offsets partition this shard owns, then ticks due coordinators every
-    /// [`TICK_EVERY`] until the shard stops.
+    /// Follows leadership every [`TICK_EVERY`]: unloads the coordinators of partitions
+    /// this node stopped leading, loads those of the offsets partitions this shard now
+    /// leads, and ticks due coordinators, until the shard stops.
     pub async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
-        let mut all_loaded = false;
         loop {
-            if !all_loaded {
-                all_loaded = self.load_owned(&ctx).await;
-            }
+            self.unload_stale(&ctx);
+            self.load_owned(&ctx).await;
             let now = now_ms();
             let due: Vec<i32> = self
                 .coordinators
@@ -310,19 +311,55 @@ impl GroupRuntime {
         }
     }
 
-    /// Loads the owned offsets partitions; `true` once all are loaded.
-    async fn load_owned(&self, ctx: &Rc<ShardCtx>) -> bool {
+    /// Loads the coordinators of the offsets partitions this shard holds and leads.
+    async fn load_owned(&self, ctx: &Rc<ShardCtx>) {
         let image = ctx.metadata.load();
         let Some(topic) = image.topics.get(OFFSETS_TOPIC) else {
-            return false;
+            return;
         };
-        let mut ok = true;
         for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
-            if self.ensure_loaded(ctx, p.partition).await.is_err() {
-                ok = false;
+            let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), p.partition);
+            if self.coordinators.is_loaded(p.partition)
+                || coordinator_log::led_epoch(ctx, &tp).is_none()
+            {
+                continue;
+            }
+            if let Err(code) = self.ensure_loaded(ctx, p.partition).await {
+                tracing::debug!(
+                    partition = p.partition,
+                    code,
+                    "group coordinator not loaded"
+                );
             }
         }
-        ok
+    }
+}
+
+/// Answers a parked JoinGroup/SyncGroup with NOT_COORDINATOR (the client looks the
+/// coordinator up again).
+fn answer_not_coordinator(waiter: Waiter) {
+    let code = ResponseError::NotCoordinator.code();
+    match waiter {
+        Waiter::Join(tx) => {
+            let _ = tx.send(JoinGroupResponse {
+                error_code: code,
+                generation_id: -1,
+                protocol_type: None,
+                protocol_name: None,
+                leader: String::new(),
+                skip_assignment: false,
+                member_id: String::new(),
+                members: Vec::new(),
+            });
+        }
+        Waiter::Sync(tx) => {
+            let _ = tx.send(SyncGroupResponse {
+                error_code: code,
+                protocol_type: None,
+                protocol_name: None,
+                assignment: Bytes::new(),
+            });
+        }
     }
 }
 

@@ -729,6 +729,16 @@ pub struct GroupCoordinator {
 }
 
 impl GroupCoordinator {
+    /// The JoinGroup/SyncGroup calls parked in this coordinator's groups.
+    pub fn parked_waiters(&self) -> Vec<WaiterId> {
+        self.groups
+            .values()
+            .flat_map(|g| g.members.values())
+            .flat_map(|m| [m.join_waiter, m.sync_waiter])
+            .flatten()
+            .collect()
+    }
+
     pub fn new(config: GroupConfig) -> Self {
         GroupCoordinator {
             config,

@@ -29,6 +29,12 @@ use crate::log::AppendKind;
 use crate::shard::{now_ms, ShardCtx, ShardReply, ShardRequest};
 use crate::types::{ProducerId, TopicPartition};
 
+/// How long a marker may wait for the ISR to have it.
+const MARKER_ACK_TIMEOUT_MS: i32 = 30_000;
+
+/// How often the runtime looks for leadership changes of its partitions.
+const FOLLOW_EVERY: Duration = Duration::from_millis(200);
+
 /// Runtime settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TxnRuntimeConfig {
@@ -85,6 +91,10 @@ pub struct TxnRuntime {
     coordinators: CoordinatorSet<TransactionCoordinator>,
     /// Set at shutdown: new calls are refused.
     closing: Cell<bool>,
+    /// Connections to other brokers for their partitions' markers (WriteTxnMarkers), by
+    /// node id; one is taken out while a marker is on it.
+    marker_links:
+        std::cell::RefCell<std::collections::HashMap<i32, crate::client::KafkaConnection>>,
 }
 
 impl std::fmt::Debug for TxnRuntime {
@@ -124,6 +134,7 @@ impl TxnRuntime {
             config,
             coordinators: CoordinatorSet::default(),
             closing: Cell::new(false),
+            marker_links: Default::default(),
         })
     }
 
@@ -143,6 +154,7 @@ impl TxnRuntime {
 
     /// Loads the coordinator of `partition` unless it is loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        self.unload_stale(ctx);
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -150,12 +162,28 @@ impl TxnRuntime {
         self.load_locked(ctx, partition).await
     }
 
+    /// Unloads the coordinators of partitions this node no longer leads at the epoch
+    /// they were loaded at (the new leader loads them from the log, with the markers
+    /// still to write).
+    fn unload_stale(&self, ctx: &ShardCtx) {
+        for (partition, _) in self.coordinators.take_stale(ctx, TRANSACTION_STATE_TOPIC) {
+            tracing::info!(
+                partition,
+                "transaction coordinator unloaded: this broker no longer leads its partition"
+            );
+        }
+    }
+
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
+        self.unload_stale(ctx);
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
         let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), partition);
-        let coordinator_epoch = ctx.partition(&tp).map_or(0, |p| p.leader_epoch().0);
+        // The coordinator lives on the partition's leader; its epoch fences the markers.
+        let Some(coordinator_epoch) = coordinator_log::led_epoch(ctx, &tp) else {
+            return Err(ResponseError::NotCoordinator.code());
+        };
         let entries: Vec<(Bytes, Option<Bytes>)> = coordinator_log::replay(ctx, &tp)
             .await
             .map_err(|_| coordinator_not_available())?
@@ -183,8 +211,7 @@ impl TxnRuntime {
             tracing::debug!(%tp, "transaction coordinator loaded (empty)");
         }
         self.coordinators
-            .borrow_mut()
-            .insert(partition, coordinator);
+            .insert(partition, coordinator, coordinator_epoch);
         let mut work = Work {
             markers: outcome.markers.into(),
             appends: outcome.appends.into(),
@@ -316,40 +343,48 @@ impl TxnRuntime {
         self.closing.set(true);
     }
 
-    /// Loads every owned `__transaction_state` partition, then aborts timed-out
-    /// transactions every cleanup interval until the shard stops.
+    /// Follows leadership (unloads the coordinators of partitions this node stopped
+    /// leading, loads those this shard now leads, every [`FOLLOW_EVERY`]) and aborts
+    /// timed-out transactions every cleanup interval, until the shard stops.
     pub async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
         let every = Duration::from_millis(self.config.cleanup_interval_ms.max(10));
-        let mut all_loaded = false;
+        let mut cleaned_at = std::time::Instant::now();
         loop {
-            if !all_loaded {
-                all_loaded = self.load_owned(&ctx).await;
-            }
+            self.unload_stale(&ctx);
+            self.load_owned(&ctx).await;
             if self.closing.get() {
                 return;
             }
-            self.cleanup(&ctx).await;
-            glommio::timer::sleep(if all_loaded {
-                every
-            } else {
-                every.min(Duration::from_millis(500))
-            })
-            .await;
+            if cleaned_at.elapsed() >= every {
+                cleaned_at = std::time::Instant::now();
+                self.cleanup(&ctx).await;
+            }
+            glommio::timer::sleep(every.min(FOLLOW_EVERY)).await;
         }
     }
 
-    async fn load_owned(&self, ctx: &Rc<ShardCtx>) -> bool {
+    /// Loads the coordinators of the `__transaction_state` partitions this shard holds
+    /// and leads.
+    async fn load_owned(&self, ctx: &Rc<ShardCtx>) {
         let image = ctx.metadata.load();
         let Some(topic) = image.topics.get(TRANSACTION_STATE_TOPIC) else {
-            return false;
+            return;
         };
-        let mut ok = true;
         for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
-            if self.ensure_loaded(ctx, p.partition).await.is_err() {
-                ok = false;
+            let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), p.partition);
+            if self.coordinators.is_loaded(p.partition)
+                || coordinator_log::led_epoch(ctx, &tp).is_none()
+            {
+                continue;
+            }
+            if let Err(code) = self.ensure_loaded(ctx, p.partition).await {
+                tracing::debug!(
+                    partition = p.partition,
+                    code,
+                    "transaction coordinator not loaded"
+                );
             }
         }
-        ok
     }
 }
 
@@ -362,6 +397,10 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
         tracing::info!(tp = %marker.topic_partition, "marker for a deleted partition skipped");
         return Ok(());
     };
+    if pim.leader != image.node_id {
+        // Another broker leads the partition: Kafka's inter-broker WriteTxnMarkers.
+        return Box::pin(write_marker_remote(ctx, &image, pim.leader, marker)).await;
+    }
     let request = ShardRequest::WriteTxnMarker {
         marker: marker.clone(),
     };
@@ -370,6 +409,64 @@ async fn write_marker(ctx: &Rc<ShardCtx>, marker: &TxnMarker) -> Result<(), i16>
     match Box::pin(ctx.ask(pim.shard, request)).await {
         Ok(ShardReply::Marker(written)) => written,
         _ => Err(coordinator_not_available()),
+    }
+}
+
+/// Sends `marker` to `leader` (WriteTxnMarkers v1) over this runtime's connection to
+/// it, and answers the partition's error code. No leader, or no connection: the marker
+/// stays unwritten and the timer task resends it.
+async fn write_marker_remote(
+    ctx: &Rc<ShardCtx>,
+    image: &crate::metadata::MetadataImage,
+    leader: i32,
+    marker: &TxnMarker,
+) -> Result<(), i16> {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::WriteTxnMarkersRequest;
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let addr = image.broker_address(leader).ok_or(not_leader)?;
+    let rt = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
+    let cached = rt.marker_links.borrow_mut().remove(&leader);
+    let mut conn = match cached.filter(|c| !c.is_broken()) {
+        Some(c) => c,
+        None => {
+            let config = crate::client::ConnectionConfig {
+                client_id: format!("twinlog-txn-markers-{}", image.node_id),
+                connect_timeout: Duration::from_secs(5),
+                request_timeout: Duration::from_secs(30),
+                response_bytes_max: 1 << 20,
+            };
+            crate::client::KafkaConnection::connect_with(&addr.to_string(), &config)
+                .await
+                .map_err(|_| not_leader)?
+        }
+    };
+    let request =
+        WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
+            .with_producer_id(kafka_protocol::messages::ProducerId(marker.producer_id.0))
+            .with_producer_epoch(marker.producer_epoch.0)
+            .with_transaction_result(marker.commit)
+            .with_coordinator_epoch(marker.coordinator_epoch)
+            .with_topics(vec![WritableTxnMarkerTopic::default()
+                .with_name(crate::api::topic_name(&marker.topic_partition.topic))
+                .with_partition_indexes(vec![marker.topic_partition.partition])])]);
+    let answer = conn.send(&request, 1).await;
+    if !conn.is_broken() {
+        rt.marker_links.borrow_mut().insert(leader, conn);
+    }
+    let response = answer.map_err(|_| not_leader)?;
+    let code = response
+        .markers
+        .first()
+        .and_then(|m| m.topics.first())
+        .and_then(|t| t.partitions.first())
+        .map_or(not_leader, |p| p.error_code);
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
     }
 }
 
@@ -383,9 +480,10 @@ pub(crate) async fn write_marker_on_owner(
     let tp = marker.topic_partition.clone();
     let owned = ctx
         .partition(&tp)
+        .filter(|p| p.is_leader())
         .ok_or(ResponseError::NotLeaderOrFollower.code())?;
     let now = now_ms();
-    {
+    let end = {
         let mut log = owned
             .write()
             .await
@@ -407,7 +505,15 @@ pub(crate) async fn write_marker_on_owner(
             tracing::warn!(%tp, error = %e, "cannot append transaction marker");
             return Err(log_error_code(&e));
         }
-    }
+        log.log_end_offset()
+    };
+    // As Kafka writes markers with acks=all: the marker counts once the ISR has it.
+    crate::api::produce::wait_for_isr(&owned, end, 1, MARKER_ACK_TIMEOUT_MS)
+        .await
+        .map_err(|(e, message)| {
+            tracing::warn!(%tp, %message, "transaction marker not replicated");
+            e.code()
+        })?;
     if tp.topic == OFFSETS_TOPIC {
         let rt = ctx.group_runtime().ok_or_else(coordinator_not_available)?;
         let (pid, commit, p) = (marker.producer_id, marker.commit, tp.partition);
