@@ -1392,6 +1392,132 @@ fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
     assert_replicas_identical(&nodes[..2], topic, 1);
 }
 
+/// Waits until every internal topic is replicated three times, its partitions led.
+fn wait_internal_topics(nodes: &[Option<Broker>]) {
+    let n = nodes.iter().flatten().next().expect("a node");
+    for internal in ["__consumer_offsets", "__transaction_state"] {
+        let started = Instant::now();
+        loop {
+            let l = leaders(n, internal);
+            if l.len() == 3
+                && l.values()
+                    .all(|(leader, isr)| *leader >= 0 && isr.len() == 3)
+            {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{internal} not replicated: {l:?}"
+            );
+            thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+/// The node FindCoordinator names for `group`.
+fn group_coordinator(node: &Broker, group: &str) -> usize {
+    use kafka_protocol::messages::FindCoordinatorRequest;
+    let started = Instant::now();
+    loop {
+        let answer = connect(&node.bootstrap()).and_then(|mut c| {
+            c.send(
+                &FindCoordinatorRequest::default()
+                    .with_key_type(0)
+                    .with_coordinator_keys(vec![StrBytes::from_string(group.into())]),
+                4,
+            )
+            .ok()
+        });
+        if let Some(c) = answer.as_ref().and_then(|r| r.coordinators.first()) {
+            if c.error_code == 0 && c.node_id.0 >= 0 {
+                return c.node_id.0 as usize;
+            }
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no coordinator for {group}: {answer:?}"
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_groups_committed_offsets_survive_the_death_of_its_coordinators_node() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "groups on a cluster",
+    ) {
+        return;
+    }
+    let net = Net::new(3);
+    // acks=all commits reach the whole ISR before they are answered, so no
+    // min.insync.replicas is needed for them to survive one node (and the Java
+    // scenario below makes a topic of one replica).
+    let mut nodes = start_cluster(&net, "\"group.initial.rebalance.delay.ms\" = 0\n");
+    wait_internal_topics(&nodes);
+    let (topic, group) = ("grp", "g-failover");
+    create_topic(&nodes, topic, 6, &[]);
+    wait_isr(nodes[0].as_ref().expect("node 0"), topic, 6, 3);
+    let group_args = |mode: &str, bootstrap: &str| {
+        [
+            mode.to_string(),
+            s("--bootstrap"),
+            bootstrap.to_string(),
+            s("--topic"),
+            s(topic),
+            s("--group"),
+            s(group),
+            s("--partitions"),
+            s("6"),
+            s("--count"),
+            s("6000"),
+            s("--timeout"),
+            s("90"),
+        ]
+    };
+    // Three librdkafka members consume everything with manual commits while the group
+    // rebalances.
+    let out = run_python(
+        &py,
+        "ck_group.py",
+        &args(&group_args("consume", &bootstrap_all(&nodes))),
+        Duration::from_secs(150),
+    );
+    assert_success(&out, nodes[0].as_ref().expect("node 0"));
+    // The node holding the group's coordinator dies.
+    let victim = group_coordinator(nodes[0].as_ref().expect("node 0"), group);
+    nodes[victim].as_mut().expect("victim").kill9();
+    eprintln!("[replication] SIGKILL of node {victim}, the coordinator of {group}");
+    let survivors = bootstrap_all(&nodes);
+    let alive = nodes.iter().flatten().next().expect("a survivor");
+    let started = Instant::now();
+    while group_coordinator(alive, group) == victim {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the coordinator of {group} did not move off node {victim}"
+        );
+        thread::sleep(Duration::from_millis(200));
+    }
+    // Its committed offsets are all on the new coordinator (the partitions' ends).
+    let out = run_python(
+        &py,
+        "ck_group.py",
+        &args(&group_args("check", &survivors)),
+        Duration::from_secs(90),
+    );
+    assert_success(&out, alive);
+    // And the Java clients' classic group protocol works against the new coordinators.
+    if support::kafka::missing_kafka().is_none() {
+        let out = support::kafka::run_java(
+            "GroupChecks",
+            &["groups", "--bootstrap", &survivors, "--topic", "grp-java"],
+            Duration::from_secs(180),
+        );
+        support::kafka::expect_ok(&out, "Java GroupChecks after the coordinator's death");
+    }
+}
+
 #[test]
 fn transactions_span_brokers_and_survive_their_coordinators_death() {
     let py = venv_python();
@@ -1406,24 +1532,7 @@ fn transactions_span_brokers_and_survive_their_coordinators_death() {
         &net,
         "\"group.initial.rebalance.delay.ms\" = 0\n\"transaction.abort.timed.out.transaction.cleanup.interval.ms\" = 500\n\"min.insync.replicas\" = 2\n",
     );
-    // Every internal topic replicated three times, its partitions led by all three nodes.
-    for internal in ["__consumer_offsets", "__transaction_state"] {
-        let started = Instant::now();
-        loop {
-            let l = leaders(nodes[0].as_ref().expect("node 0"), internal);
-            if l.len() == 3
-                && l.values()
-                    .all(|(leader, isr)| *leader >= 0 && isr.len() == 3)
-            {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{internal} not replicated: {l:?}"
-            );
-            thread::sleep(Duration::from_millis(200));
-        }
-    }
+    wait_internal_topics(&nodes);
     // The data topic replicated three times too (the script creates it with RF 1 when
     // it does not exist).
     create_topic(&nodes, "txn", 3, &[]);

@@ -157,7 +157,16 @@ pub enum CoordinatorLogError {
         error_code: i16,
         message: String,
     },
+    /// Appended on the leader, but the ISR did not have it in time (or is below
+    /// `min.insync.replicas`): the caller answers as Kafka does for a failed acks=all
+    /// write (the client retries).
+    #[error("{tp}: {message}")]
+    Unreplicated { tp: TopicPartition, message: String },
 }
+
+/// How long a coordinator's append waits for the ISR (Kafka's
+/// `offsets.commit.timeout.ms`, 5 s by default).
+const REPLICATION_TIMEOUT_MS: i32 = 5_000;
 
 impl CoordinatorLogError {
     fn log(tp: &TopicPartition, e: &LogError) -> Self {
@@ -270,18 +279,32 @@ pub async fn append(
     batch: Bytes,
 ) -> Result<LogAppendInfo, CoordinatorLogError> {
     let partition = owned(ctx, tp)?;
-    let mut log = partition.write().await?;
-    log.append_as_leader(
-        batch,
-        partition.leader_epoch(),
-        AppendKind::Coordinator,
-        now_ms(),
-    )
-    .await
-    .map_err(|e| {
-        tracing::error!(%tp, error = %e, "cannot append coordinator records");
-        CoordinatorLogError::log(tp, &e)
-    })
+    let (info, end, min_isr) = {
+        let mut log = partition.write().await?;
+        let info = log
+            .append_as_leader(
+                batch,
+                partition.leader_epoch(),
+                AppendKind::Coordinator,
+                now_ms(),
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(%tp, error = %e, "cannot append coordinator records");
+                CoordinatorLogError::log(tp, &e)
+            })?;
+        let min_isr = log.config().min_insync_replicas.max(1) as usize;
+        (info, log.log_end_offset(), min_isr)
+    };
+    // Coordinators write with acks=all (Kafka's `offsets.commit.required.acks` = -1): a
+    // committed offset or transaction state survives the leader's loss.
+    crate::api::produce::wait_for_isr(&partition, end, min_isr, REPLICATION_TIMEOUT_MS)
+        .await
+        .map_err(|(_, message)| CoordinatorLogError::Unreplicated {
+            tp: tp.clone(),
+            message,
+        })?;
+    Ok(info)
 }
 
 #[cfg(test)]

@@ -188,6 +188,10 @@ impl From<crate::coordinator_log::CoordinatorLogError> for ShardRequestError {
                 error_code,
                 message,
             },
+            C::Unreplicated { message, .. } => ShardRequestError::Log {
+                error_code: kafka_protocol::ResponseError::RequestTimedOut.code(),
+                message,
+            },
         }
     }
 }
