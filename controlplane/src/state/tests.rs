@@ -595,3 +595,28 @@ fn the_committed_cluster_id_is_every_nodes_and_survives_a_snapshot() {
     }
     assert_eq!(rebuilt.image().cluster_id, "quorum-id");
 }
+
+#[test]
+fn a_mirror_into_a_cluster_of_several_brokers_is_refused_until_mirrors_follow_leadership() {
+    let request = AdminRequest::CreateMirror {
+        name: "m".into(),
+        configs: vec![(
+            "bootstrap.servers".into(),
+            Some("10.0.0.9:9092".to_string()),
+        )],
+    };
+    let plan = cluster(3).plan(&request, &mut || uuid::Uuid::new_v4());
+    assert!(plan.records.is_empty());
+    match plan.response {
+        AdminResponse::Failed {
+            error_code,
+            message,
+        } => {
+            assert_eq!(error_code, ResponseError::InvalidRequest.code());
+            assert!(message.contains("3 brokers"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let plan = cluster(1).plan(&request, &mut || uuid::Uuid::new_v4());
+    assert!(!plan.records.is_empty(), "one broker mirrors");
+}
