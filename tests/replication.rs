@@ -139,6 +139,28 @@ fn wait_brokers(nodes: &[Option<Broker>], count: usize) {
     }
 }
 
+/// Polls `poll` every 200 ms until it answers `Ok`; after `timeout` fails with the
+/// last `Err` (what was seen instead).
+fn until<T>(timeout: Duration, mut poll: impl FnMut() -> Result<T, String>) -> T {
+    let started = Instant::now();
+    loop {
+        match poll() {
+            Ok(v) => return v,
+            Err(seen) => assert!(started.elapsed() < timeout, "after {timeout:?}: {seen}"),
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `Ok` when `ok`, else what was seen, for [`until`].
+fn done(ok: bool, seen: String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(seen)
+    }
+}
+
 fn bootstrap_all(nodes: &[Option<Broker>]) -> String {
     nodes
         .iter()
@@ -1029,18 +1051,13 @@ fn a_cluster_of_one_node_grows_to_three_with_kafka_reassign_partitions() {
         &format!(r#"{{"version":1,"partitions":[{}]}}"#, plan.join(",")),
     );
     reassign_tool(&via, &plan.1, "--execute");
-    let started = Instant::now();
-    loop {
+    until(Duration::from_secs(90), || {
         let text = reassign_tool(&via, &plan.1, "--verify");
-        if text.matches("is completed").count() >= 6 {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(90),
-            "reassignment not completed:\n{text}"
-        );
-        thread::sleep(Duration::from_millis(500));
-    }
+        done(
+            text.matches("is completed").count() >= 6,
+            format!("reassignment not completed:\n{text}"),
+        )
+    });
     let l = wait_isr(n0, topic, 3, 3);
     eprintln!("[replication] after the reassignment: {l:?}");
     wait_isr(n0, java_topic, 3, 3);
@@ -1058,20 +1075,14 @@ fn a_cluster_of_one_node_grows_to_three_with_kafka_reassign_partitions() {
         Duration::from_secs(60),
     );
     support::kafka::expect_ok(&out, "kafka-leader-election --election-type PREFERRED");
-    let started = Instant::now();
-    loop {
+    until(Duration::from_secs(30), || {
         let l = leaders(n0, topic);
-        if l.get(&1).is_some_and(|(leader, _)| *leader == 1)
-            && l.get(&2).is_some_and(|(leader, _)| *leader == 2)
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "preferred leaders not elected: {l:?}"
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+        done(
+            l.get(&1).is_some_and(|(leader, _)| *leader == 1)
+                && l.get(&2).is_some_and(|(leader, _)| *leader == 2),
+            format!("preferred leaders not elected: {l:?}"),
+        )
+    });
     kcat_records(&via, topic, "b");
     wait_java_producer(&mut java_producer, dir.path(), "the cluster's growth");
     check_java(
@@ -1086,21 +1097,17 @@ fn a_cluster_of_one_node_grows_to_three_with_kafka_reassign_partitions() {
     // A broker-only node killed is fenced like any other: its leadership moves.
     nodes[1].as_mut().expect("node 1").kill9();
     let n0 = nodes[0].as_ref().expect("node 0");
-    let started = Instant::now();
-    loop {
+    until(Duration::from_secs(30), || {
         let l = leaders(n0, topic);
-        if l.get(&1)
-            .is_some_and(|(leader, isr)| *leader != 1 && *leader >= 0 && !isr.contains(&1))
-        {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the killed broker-only node still leads: {l:?}\n{}",
-            n0.log_tail(30)
-        );
-        thread::sleep(Duration::from_millis(100));
-    }
+        done(
+            l.get(&1)
+                .is_some_and(|(leader, isr)| *leader != 1 && *leader >= 0 && !isr.contains(&1)),
+            format!(
+                "the killed broker-only node still leads: {l:?}\n{}",
+                n0.log_tail(30)
+            ),
+        )
+    });
     kcat_records(&bootstrap_all(&nodes), topic, "c");
 }
 
@@ -1225,21 +1232,18 @@ fn a_partition_whose_isr_died_comes_back_only_by_an_unclean_election() {
     nodes[1].as_mut().expect("node 1").kill9();
     nodes[2].as_ref().expect("node 2").signal("CONT");
     let n0 = nodes[0].as_ref().expect("node 0");
-    let started = Instant::now();
-    loop {
+    until(Duration::from_secs(30), || {
         let (tool, auto) = (leaders(n0, "unclean-tool"), leaders(n0, "unclean-auto"));
         let offline = tool.get(&0).is_some_and(|(leader, _)| *leader == -1);
         let elected = auto.get(&0).is_some_and(|(leader, _)| *leader == 2);
-        if offline && elected {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "expected unclean-tool offline and unclean-auto led by node 2: {tool:?} {auto:?}\n{}",
-            n0.log_tail(30)
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+        done(
+            offline && elected,
+            format!(
+                "expected unclean-tool offline and unclean-auto led by node 2: {tool:?} {auto:?}\n{}",
+                n0.log_tail(30)
+            ),
+        )
+    });
     // Kafka's tool elects the out-of-sync replica when asked.
     let live = bootstrap_all(&nodes);
     let out = support::kafka::run_tool(
@@ -1377,18 +1381,13 @@ fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
         );
         support::kafka::expect_ok(&out, "kafka-configs --delete-config");
     }
-    let started = Instant::now();
-    loop {
+    until(Duration::from_secs(60), || {
         let text = reassign_tool(&via, &plan.1, "--verify");
-        if text.contains("is completed") {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "reassignment not completed once unthrottled:\n{text}"
-        );
-        thread::sleep(Duration::from_millis(500));
-    }
+        done(
+            text.contains("is completed"),
+            format!("reassignment not completed once unthrottled:\n{text}"),
+        )
+    });
     assert_replicas_identical(&nodes[..2], topic, 1);
 }
 
@@ -1396,21 +1395,15 @@ fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
 fn wait_internal_topics(nodes: &[Option<Broker>]) {
     let n = nodes.iter().flatten().next().expect("a node");
     for internal in ["__consumer_offsets", "__transaction_state"] {
-        let started = Instant::now();
-        loop {
+        until(Duration::from_secs(60), || {
             let l = leaders(n, internal);
-            if l.len() == 3
-                && l.values()
-                    .all(|(leader, isr)| *leader >= 0 && isr.len() == 3)
-            {
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "{internal} not replicated: {l:?}"
-            );
-            thread::sleep(Duration::from_millis(200));
-        }
+            done(
+                l.len() == 3
+                    && l.values()
+                        .all(|(leader, isr)| *leader >= 0 && isr.len() == 3),
+                format!("{internal} not replicated: {l:?}"),
+            )
+        });
     }
 }
 
@@ -1491,14 +1484,12 @@ fn a_groups_committed_offsets_survive_the_death_of_its_coordinators_node() {
     eprintln!("[replication] SIGKILL of node {victim}, the coordinator of {group}");
     let survivors = bootstrap_all(&nodes);
     let alive = nodes.iter().flatten().next().expect("a survivor");
-    let started = Instant::now();
-    while group_coordinator(alive, group) == victim {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "the coordinator of {group} did not move off node {victim}"
-        );
-        thread::sleep(Duration::from_millis(200));
-    }
+    until(Duration::from_secs(30), || {
+        done(
+            group_coordinator(alive, group) != victim,
+            format!("the coordinator of {group} did not move off node {victim}"),
+        )
+    });
     // Its committed offsets are all on the new coordinator (the partitions' ends).
     let out = run_python(
         &py,
@@ -1720,19 +1711,15 @@ fn a_dynamic_quorum_grows_from_one_controller_to_three_and_drops_a_dead_one() {
     let dead_dir = nodes[0].as_ref().expect("node 0").data_dir();
     nodes[0].as_mut().expect("node 0").kill9();
     let survivors = bootstrap_all(&nodes[1..]);
-    let started = Instant::now();
-    loop {
+    let leader = until(Duration::from_secs(30), || {
         let (leader, _, _) = quorum_status(&survivors);
         if leader == "1" || leader == "2" {
-            eprintln!("[replication] node {leader} leads the quorum after node 0's death");
-            break;
+            Ok(leader)
+        } else {
+            Err(format!("no new quorum leader: {leader}"))
         }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no new quorum leader: {leader}"
-        );
-        thread::sleep(Duration::from_millis(300));
-    }
+    });
+    eprintln!("[replication] node {leader} leads the quorum after node 0's death");
     create_topic_rf(&nodes[1..], "after-the-first", 3, 2, &[]);
     // kafka-metadata-quorum remove-controller takes the dead one out.
     let meta = std::fs::read_to_string(dead_dir.join("meta.properties")).expect("meta.properties");

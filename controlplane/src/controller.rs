@@ -1,7 +1,10 @@
-//! The single-node controller: applies admin requests one at a time. For each request it
-//! plans (see [`crate::state`]), writes the records to the metadata log (fsynced),
-//! applies them, publishes the new [`MetadataImage`], runs the partition-log work on the
-//! owning shards, and only then answers.
+//! The controller: applies admin requests one at a time. For each request it plans (see
+//! [`crate::state`]), commits the records to the metadata quorum (a majority fsynced;
+//! a node that does not lead forwards them behind a guard), applies them, publishes the
+//! new [`MetadataImage`], runs the partition-log work on the owning shards, and only
+//! then answers. On the active controller it also keeps the cluster: liveness and
+//! fencing, elections, auto leader rebalance, and membership changes of a dynamic
+//! quorum.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -47,6 +47,23 @@ pub fn led_epoch(ctx: &ShardCtx, tp: &TopicPartition) -> Option<i32> {
 }
 
 impl<C> CoordinatorSet<C> {
+    /// The partitions of `topic` this shard holds and this node leads, with no
+    /// coordinator loaded yet: the ones to load.
+    pub fn to_load(&self, ctx: &ShardCtx, topic: &str) -> Vec<i32> {
+        let image = ctx.metadata.load();
+        let Some(t) = image.topics.get(topic) else {
+            return Vec::new();
+        };
+        t.partitions
+            .iter()
+            .filter(|p| p.shard == ctx.id && !self.is_loaded(p.partition))
+            .filter(|p| {
+                led_epoch(ctx, &TopicPartition::new(topic.to_string(), p.partition)).is_some()
+            })
+            .map(|p| p.partition)
+            .collect()
+    }
+
     pub fn is_loaded(&self, partition: i32) -> bool {
         self.coordinators.borrow().contains_key(&partition)
     }

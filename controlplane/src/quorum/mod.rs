@@ -1,9 +1,10 @@
-//! The metadata quorum (issue 17, first part): the metadata log replicated by raft-rs
-//! (TiKV's Raft engine, chosen in ARCHITECTURE.md), with our storage ([`storage`]: the
-//! Raft log, hard state and snapshots on disk, fsynced) and a member driven by its owner
-//! ([`node`]), run on its own thread over TCP between members ([`service`]). The
-//! controller commits its records through [`journal`], as the quorum's only voter for
-//! now; a multi-member controller on [`service`] is the cluster issue's next step.
+//! The metadata quorum: the metadata log replicated by raft-rs (TiKV's Raft engine,
+//! chosen in ARCHITECTURE.md), with our storage ([`storage`]: the Raft log, hard state
+//! and snapshots on disk, fsynced) and a member driven by its owner ([`node`]), run on
+//! its own thread over TCP between members ([`service`]: voters, learners that dial in,
+//! bootstrap links of a dynamic quorum). The controller commits its records through
+//! [`journal`]: alone, as the only voter driving the node in place; in a quorum, through
+//! the member thread.
 
 pub mod journal;
 pub mod node;

@@ -46,16 +46,7 @@ pub async fn handle(
         require_known_member_id: version >= 4,
     };
     let result: Result<Joined, i16> = call_group(ctx, &group_id, GroupCall::Join(join)).await;
-    let joined = result.unwrap_or_else(|code| Joined {
-        error_code: code,
-        generation_id: -1,
-        protocol_type: None,
-        protocol_name: None,
-        leader: String::new(),
-        skip_assignment: false,
-        member_id,
-        members: Vec::new(),
-    });
+    let joined = result.unwrap_or_else(|code| Joined::failed(code, &member_id));
     to_wire(joined, version)
 }
 

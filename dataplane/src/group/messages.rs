@@ -82,6 +82,34 @@ pub struct SyncGroupResponse {
     pub assignment: Bytes,
 }
 
+impl JoinGroupResponse {
+    /// A JoinGroup answer carrying only `error_code`.
+    pub fn failed(error_code: i16, member_id: &str) -> Self {
+        JoinGroupResponse {
+            error_code,
+            generation_id: -1,
+            protocol_type: None,
+            protocol_name: None,
+            leader: String::new(),
+            skip_assignment: false,
+            member_id: member_id.to_owned(),
+            members: Vec::new(),
+        }
+    }
+}
+
+impl SyncGroupResponse {
+    /// A SyncGroup answer carrying only `error_code`.
+    pub fn failed(error_code: i16) -> Self {
+        SyncGroupResponse {
+            error_code,
+            protocol_type: None,
+            protocol_name: None,
+            assignment: Bytes::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeartbeatRequest {
     pub group_id: String,

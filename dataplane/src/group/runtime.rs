@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::ResponseError;
 
@@ -313,23 +312,9 @@ impl GroupRuntime {
 
     /// Loads the coordinators of the offsets partitions this shard holds and leads.
     async fn load_owned(&self, ctx: &Rc<ShardCtx>) {
-        let image = ctx.metadata.load();
-        let Some(topic) = image.topics.get(OFFSETS_TOPIC) else {
-            return;
-        };
-        for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
-            let tp = TopicPartition::new(OFFSETS_TOPIC.to_string(), p.partition);
-            if self.coordinators.is_loaded(p.partition)
-                || coordinator_log::led_epoch(ctx, &tp).is_none()
-            {
-                continue;
-            }
-            if let Err(code) = self.ensure_loaded(ctx, p.partition).await {
-                tracing::debug!(
-                    partition = p.partition,
-                    code,
-                    "group coordinator not loaded"
-                );
+        for p in self.coordinators.to_load(ctx, OFFSETS_TOPIC) {
+            if let Err(code) = self.ensure_loaded(ctx, p).await {
+                tracing::debug!(partition = p, code, "group coordinator not loaded");
             }
         }
     }
@@ -341,24 +326,10 @@ fn answer_not_coordinator(waiter: Waiter) {
     let code = ResponseError::NotCoordinator.code();
     match waiter {
         Waiter::Join(tx) => {
-            let _ = tx.send(JoinGroupResponse {
-                error_code: code,
-                generation_id: -1,
-                protocol_type: None,
-                protocol_name: None,
-                leader: String::new(),
-                skip_assignment: false,
-                member_id: String::new(),
-                members: Vec::new(),
-            });
+            let _ = tx.send(JoinGroupResponse::failed(code, ""));
         }
         Waiter::Sync(tx) => {
-            let _ = tx.send(SyncGroupResponse {
-                error_code: code,
-                protocol_type: None,
-                protocol_name: None,
-                assignment: Bytes::new(),
-            });
+            let _ = tx.send(SyncGroupResponse::failed(code));
         }
     }
 }

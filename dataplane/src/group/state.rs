@@ -145,25 +145,11 @@ struct Cx<'a> {
 }
 
 fn join_error(member_id: &str, error: ResponseError) -> JoinGroupResponse {
-    JoinGroupResponse {
-        error_code: code(error),
-        generation_id: -1,
-        protocol_type: None,
-        protocol_name: None,
-        leader: String::new(),
-        skip_assignment: false,
-        member_id: member_id.to_owned(),
-        members: Vec::new(),
-    }
+    JoinGroupResponse::failed(code(error), member_id)
 }
 
 fn sync_error(error: ResponseError) -> SyncGroupResponse {
-    SyncGroupResponse {
-        error_code: code(error),
-        protocol_type: None,
-        protocol_name: None,
-        assignment: Bytes::new(),
-    }
+    SyncGroupResponse::failed(code(error))
 }
 
 impl GroupMetadata {

@@ -366,23 +366,9 @@ impl TxnRuntime {
     /// Loads the coordinators of the `__transaction_state` partitions this shard holds
     /// and leads.
     async fn load_owned(&self, ctx: &Rc<ShardCtx>) {
-        let image = ctx.metadata.load();
-        let Some(topic) = image.topics.get(TRANSACTION_STATE_TOPIC) else {
-            return;
-        };
-        for p in topic.partitions.iter().filter(|p| p.shard == ctx.id) {
-            let tp = TopicPartition::new(TRANSACTION_STATE_TOPIC.to_string(), p.partition);
-            if self.coordinators.is_loaded(p.partition)
-                || coordinator_log::led_epoch(ctx, &tp).is_none()
-            {
-                continue;
-            }
-            if let Err(code) = self.ensure_loaded(ctx, p.partition).await {
-                tracing::debug!(
-                    partition = p.partition,
-                    code,
-                    "transaction coordinator not loaded"
-                );
+        for p in self.coordinators.to_load(ctx, TRANSACTION_STATE_TOPIC) {
+            if let Err(code) = self.ensure_loaded(ctx, p).await {
+                tracing::debug!(partition = p, code, "transaction coordinator not loaded");
             }
         }
     }
