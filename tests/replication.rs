@@ -1391,6 +1391,29 @@ fn a_reassignment_under_a_throttle_copies_no_faster_than_the_throttle() {
     assert_replicas_identical(&nodes[..2], topic, 1);
 }
 
+/// The arguments of a `tests/clients` script: `mode`, the bootstrap servers, the topic,
+/// `flags` and the timeout in seconds.
+fn client_args(
+    mode: &str,
+    bootstrap: &str,
+    topic: &str,
+    flags: &[(&str, &str)],
+    timeout_s: &str,
+) -> Vec<String> {
+    let mut out = vec![
+        s(mode),
+        s("--bootstrap"),
+        s(bootstrap),
+        s("--topic"),
+        s(topic),
+    ];
+    for (flag, value) in flags {
+        out.extend([s(flag), s(value)]);
+    }
+    out.extend([s("--timeout"), s(timeout_s)]);
+    out
+}
+
 /// Waits until every internal topic is replicated three times, its partitions led.
 fn wait_internal_topics(nodes: &[Option<Broker>]) {
     let n = nodes.iter().flatten().next().expect("a node");
@@ -1453,21 +1476,12 @@ fn a_groups_committed_offsets_survive_the_death_of_its_coordinators_node() {
     create_topic(&nodes, topic, 6, &[]);
     wait_isr(nodes[0].as_ref().expect("node 0"), topic, 6, 3);
     let group_args = |mode: &str, bootstrap: &str| {
-        [
-            mode.to_string(),
-            s("--bootstrap"),
-            bootstrap.to_string(),
-            s("--topic"),
-            s(topic),
-            s("--group"),
-            s(group),
-            s("--partitions"),
-            s("6"),
-            s("--count"),
-            s("6000"),
-            s("--timeout"),
-            s("90"),
-        ]
+        let flags = [
+            ("--group", group),
+            ("--partitions", "6"),
+            ("--count", "6000"),
+        ];
+        client_args(mode, bootstrap, topic, &flags, "90")
     };
     // Three librdkafka members consume everything with manual commits while the group
     // rebalances.
@@ -1529,19 +1543,8 @@ fn transactions_span_brokers_and_survive_their_coordinators_death() {
     create_topic(&nodes, "txn", 3, &[]);
     wait_isr(nodes[0].as_ref().expect("node 0"), "txn", 3, 3);
     let txn_args = |mode: &str, bootstrap: &str| {
-        [
-            mode.to_string(),
-            s("--bootstrap"),
-            bootstrap.to_string(),
-            s("--topic"),
-            s("txn"),
-            s("--group"),
-            s("g-txn"),
-            s("--partitions"),
-            s("3"),
-            s("--timeout"),
-            s("30"),
-        ]
+        let flags = [("--group", "g-txn"), ("--partitions", "3")];
+        client_args(mode, bootstrap, "txn", &flags, "30")
     };
     // Commits, aborts, fencing and a timed-out transaction, with the coordinators and
     // the partitions' leaders on different brokers: markers cross brokers
