@@ -414,27 +414,12 @@ fn quorum_membership(config: &BrokerConfig) -> Option<controlplane::controller::
             ..Transport::default()
         }
     } else if !config.quorum_voters.is_empty() {
-        let voters: controlplane::quorum::Voters = config
+        let voters = config
             .quorum_voters
             .iter()
             .map(|(id, addr)| (raft_id(*id), *addr))
             .collect();
-        let me = raft_id(config.node_id);
-        Transport {
-            listen: config
-                .roles
-                .controller
-                .then(|| voters.get(&me).copied())
-                .flatten(),
-            // A learner starts with no configuration: the leader's snapshot brings it.
-            initial_voters: if config.roles.controller {
-                voters.keys().copied().collect()
-            } else {
-                Vec::new()
-            },
-            voters,
-            bootstrap: Vec::new(),
-        }
+        Transport::static_quorum(raft_id(config.node_id), voters, config.roles.controller)
     } else {
         return None;
     };

@@ -1681,12 +1681,11 @@ mod tests {
                     Arc::clone(&cell),
                     FakeShards::new(2),
                     &QuorumMembership {
-                        transport: crate::quorum::Transport {
-                            listen: voters.get(&crate::quorum::journal::raft_id(n)).copied(),
-                            initial_voters: voters.keys().copied().collect(),
-                            voters: voters.clone(),
-                            bootstrap: Vec::new(),
-                        },
+                        transport: crate::quorum::Transport::static_quorum(
+                            crate::quorum::journal::raft_id(n),
+                            voters.clone(),
+                            true,
+                        ),
                         timing,
                     },
                 )

@@ -76,15 +76,16 @@ impl<C> CoordinatorSet<C> {
         self.epochs.borrow_mut().insert(partition, epoch);
     }
 
-    /// Takes out every coordinator of `topic` whose partition this node no longer leads
-    /// at the epoch it was loaded at (leadership moved away, or away and back: the log
-    /// may hold what another leader's coordinator wrote meanwhile). Kafka's coordinator
-    /// unload on resignation.
-    pub fn take_stale(&self, ctx: &ShardCtx, topic: &str) -> Vec<(i32, C)> {
+    /// Takes out every coordinator of `topic` (or only `partition`'s) whose partition
+    /// this node no longer leads at the epoch it was loaded at (leadership moved away,
+    /// or away and back: the log may hold what another leader's coordinator wrote
+    /// meanwhile). Kafka's coordinator unload on resignation.
+    pub fn take_stale(&self, ctx: &ShardCtx, topic: &str, partition: Option<i32>) -> Vec<(i32, C)> {
         let stale: Vec<i32> = self
             .epochs
             .borrow()
             .iter()
+            .filter(|(p, _)| partition.is_none_or(|only| only == **p))
             .filter(|(p, epoch)| {
                 led_epoch(ctx, &TopicPartition::new(topic.to_string(), **p)) != Some(**epoch)
             })

@@ -231,7 +231,7 @@ impl MetadataJournal {
         let snap_index = snap.get_metadata().index;
         let (snapshot_applied, snapshot) = decode_snapshot(snap_index, &snap.data)?;
         let dynamic = !transport.bootstrap.is_empty();
-        let handle = service::start_with(raft_id(node_id), transport, store, timing)?;
+        let handle = service::start(raft_id(node_id), transport, store, timing)?;
         let journal = MetadataJournal {
             member: Member::Cluster(handle),
             committed: VecDeque::new(),

@@ -13,5 +13,5 @@ pub mod storage;
 
 pub use journal::{JournalError, MetadataJournal, Replay};
 pub use node::{Progress, QuorumError, QuorumNode, QuorumTiming};
-pub use service::{Change, ProposeError, QuorumHandle, Role, Status, Transport, Voters};
+pub use service::{Change, ProposeError, QuorumHandle, Status, Transport, Voters};
 pub use storage::{RaftStore, StoreError};

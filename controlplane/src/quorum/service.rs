@@ -42,15 +42,6 @@ const JOIN_FLAG: u32 = 1 << 31;
 /// How often a learner without a connection to a voter dials it again.
 const REDIAL: Duration = Duration::from_millis(500);
 
-/// How a member takes part in the quorum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// Votes and may lead (`process.roles` with `controller`).
-    Voter,
-    /// Receives the log and never votes (`process.roles = broker`).
-    Learner,
-}
-
 /// Where the members are: Raft id -> controller address (`controller.quorum.voters`).
 pub type Voters = BTreeMap<u64, SocketAddr>;
 
@@ -459,36 +450,31 @@ pub struct Transport {
     pub initial_voters: Vec<u64>,
 }
 
-/// Starts member `id` of the static quorum `voters` over `store`: a voter listening on
-/// its own address there (port 0 picks one: see [`QuorumHandle::addr`]), or a learner
-/// dialling them.
-pub fn start(
-    id: u64,
-    voters: Voters,
-    store: RaftStore,
-    timing: QuorumTiming,
-    role: Role,
-) -> Result<QuorumHandle, QuorumError> {
-    let transport = Transport {
-        listen: (role == Role::Voter).then(|| {
-            voters
-                .get(&id)
-                .copied()
-                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
-        }),
-        // A learner starts with no configuration: the leader's snapshot brings it.
-        initial_voters: match role {
-            Role::Voter => voters.keys().copied().collect(),
-            Role::Learner => Vec::new(),
-        },
-        voters,
-        bootstrap: Vec::new(),
-    };
-    start_with(id, transport, store, timing)
+impl Transport {
+    /// Member `id` of the static quorum `voters`: a voter listens on its own address
+    /// there (port 0 picks one: see [`QuorumHandle::addr`]); a learner only dials them
+    /// and starts with no configuration (the leader's snapshot brings it).
+    pub fn static_quorum(id: u64, voters: Voters, voter: bool) -> Transport {
+        Transport {
+            listen: voter.then(|| {
+                voters
+                    .get(&id)
+                    .copied()
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 0)))
+            }),
+            initial_voters: if voter {
+                voters.keys().copied().collect()
+            } else {
+                Vec::new()
+            },
+            voters,
+            bootstrap: Vec::new(),
+        }
+    }
 }
 
 /// Starts member `id` over `store`, reaching the others as `transport` says.
-pub fn start_with(
+pub fn start(
     id: u64,
     transport: Transport,
     store: RaftStore,

@@ -155,11 +155,19 @@ async fn read_on_owner(
     }
     // A follower outside the ISR of a partition this leader throttles gets nothing
     // while this shard's budget is spent (Kafka's leader replication quota).
-    let throttle = if replica >= 0 {
-        leader_throttle(&ctx, &partition, &tp, replica)
-    } else {
-        None
-    };
+    let throttle = (replica >= 0)
+        .then(|| {
+            use crate::fetcher::throttle::{rate, Side};
+            let image = ctx.metadata.load();
+            rate(
+                &image,
+                &partition,
+                replica,
+                Side::Leader,
+                ctx.router.shard_count(),
+            )
+        })
+        .flatten();
     let now = std::time::Instant::now();
     let quota = &ctx.replication_quotas.0;
     if throttle.is_some_and(|rate| !quota.allows(rate, now)) {
@@ -207,29 +215,6 @@ async fn read_on_owner(
         }
     }
     out
-}
-
-/// This shard's leader throttle rate for `replica`'s fetch of `tp`, if the topic names
-/// `tp` on this broker in `leader.replication.throttled.replicas`, a rate is set, and the
-/// replica is not in the ISR.
-fn leader_throttle(
-    ctx: &ShardCtx,
-    partition: &crate::partition::Partition,
-    tp: &TopicPartition,
-    replica: i32,
-) -> Option<u64> {
-    use crate::fetcher::throttle;
-    let image = ctx.metadata.load();
-    let topic = image.topic(&tp.topic)?;
-    let listed = throttle::names(
-        topic.configs.get(throttle::LEADER_REPLICAS),
-        tp.partition,
-        image.node_id,
-    );
-    if !listed || partition.leadership().isr.contains(&replica) {
-        return None;
-    }
-    throttle::shard_rate(&image, throttle::LEADER_RATE, ctx.router.shard_count())
 }
 
 /// Keeps only whole batches that start below `upper`; returns them and the offset after

@@ -27,6 +27,7 @@ use kafka_protocol::ResponseError;
 
 use super::engine;
 use super::mirror::split_batches;
+use super::throttle::{self, Side};
 use crate::client::{ClientError, ConnectionConfig, KafkaConnection};
 use crate::controller::AdminRequest;
 use crate::partition::{Leadership, Partition};
@@ -319,7 +320,9 @@ impl ReplicaFetcher {
             };
             // A partition outside the ISR that this follower throttles waits while the
             // shard's budget is spent (Kafka's follower replication quota).
-            if let Some(rate) = follower_throttle(&image, topic, &partition, ctx) {
+            let shards = ctx.router.shard_count();
+            let me = image.node_id;
+            if let Some(rate) = throttle::rate(&image, &partition, me, Side::Follower, shards) {
                 if !quota.allows(rate, now) {
                     continue;
                 }
@@ -550,28 +553,6 @@ impl ReplicaFetcher {
         }
         Outcome::Retry("offset out of range".into())
     }
-}
-
-/// This shard's follower throttle rate for `partition`, if its topic names it on this
-/// broker in `follower.replication.throttled.replicas`, a rate is set, and this replica
-/// is not in the ISR.
-fn follower_throttle(
-    image: &crate::metadata::MetadataImage,
-    topic: &crate::metadata::TopicImage,
-    partition: &Partition,
-    ctx: &ShardCtx,
-) -> Option<u64> {
-    use super::throttle;
-    let tp = partition.topic_partition();
-    let listed = throttle::names(
-        topic.configs.get(throttle::FOLLOWER_REPLICAS),
-        tp.partition,
-        image.node_id,
-    );
-    if !listed || partition.leadership().isr.contains(&image.node_id) {
-        return None;
-    }
-    throttle::shard_rate(image, throttle::FOLLOWER_RATE, ctx.router.shard_count())
 }
 
 fn error_name(code: i16) -> String {

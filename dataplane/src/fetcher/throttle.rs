@@ -72,6 +72,39 @@ impl Quota {
     }
 }
 
+/// Which end of replication a throttle limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// What this broker, leading, sends a follower.
+    Leader,
+    /// What this broker, following, fetches.
+    Follower,
+}
+
+/// This shard's throttle rate for `replica`'s copy of `partition` on `side`: the topic
+/// names the partition on this broker in its `*.replication.throttled.replicas`, a rate
+/// is set, and `replica` (the fetching follower; on the follower side this broker) is
+/// not in the ISR. `None`: not throttled.
+pub fn rate(
+    image: &MetadataImage,
+    partition: &crate::partition::Partition,
+    replica: i32,
+    side: Side,
+    shards: usize,
+) -> Option<u64> {
+    let (replicas_key, rate_key) = match side {
+        Side::Leader => (LEADER_REPLICAS, LEADER_RATE),
+        Side::Follower => (FOLLOWER_REPLICAS, FOLLOWER_RATE),
+    };
+    let tp = partition.topic_partition();
+    let topic = image.topic(&tp.topic)?;
+    let listed = names(topic.configs.get(replicas_key), tp.partition, image.node_id);
+    if !listed || partition.leadership().isr.contains(&replica) {
+        return None;
+    }
+    shard_rate(image, rate_key, shards)
+}
+
 /// This shard's share of the broker's `key` rate (`None`: not throttled). The broker's
 /// own dynamic config wins over the cluster default, as in Kafka.
 pub fn shard_rate(image: &MetadataImage, key: &str, shards: usize) -> Option<u64> {

@@ -106,7 +106,7 @@ impl GroupRuntime {
     /// Loads the coordinator of offsets partition `partition` from its log unless it is
     /// loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        self.unload_stale(ctx);
+        self.unload_stale(ctx, Some(partition));
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -115,7 +115,7 @@ impl GroupRuntime {
     }
 
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        self.unload_stale(ctx);
+        self.unload_stale(ctx, Some(partition));
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -164,8 +164,8 @@ impl GroupRuntime {
     /// Unloads the coordinators of partitions this node no longer leads at the epoch
     /// they were loaded at; their parked JoinGroup/SyncGroup calls get NOT_COORDINATOR,
     /// so the members look up the new coordinator.
-    fn unload_stale(&self, ctx: &ShardCtx) {
-        for (partition, coordinator) in self.coordinators.take_stale(ctx, OFFSETS_TOPIC) {
+    fn unload_stale(&self, ctx: &ShardCtx, only: Option<i32>) {
+        for (partition, coordinator) in self.coordinators.take_stale(ctx, OFFSETS_TOPIC, only) {
             let parked = coordinator.parked_waiters();
             tracing::info!(
                 partition,
@@ -291,7 +291,7 @@ impl GroupRuntime {
     /// leads, and ticks due coordinators, until the shard stops.
     pub async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
         loop {
-            self.unload_stale(&ctx);
+            self.unload_stale(&ctx, None);
             self.load_owned(&ctx).await;
             let now = now_ms();
             let due: Vec<i32> = self

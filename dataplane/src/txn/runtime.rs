@@ -154,7 +154,7 @@ impl TxnRuntime {
 
     /// Loads the coordinator of `partition` unless it is loaded already.
     pub async fn ensure_loaded(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        self.unload_stale(ctx);
+        self.unload_stale(ctx, Some(partition));
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -165,8 +165,11 @@ impl TxnRuntime {
     /// Unloads the coordinators of partitions this node no longer leads at the epoch
     /// they were loaded at (the new leader loads them from the log, with the markers
     /// still to write).
-    fn unload_stale(&self, ctx: &ShardCtx) {
-        for (partition, _) in self.coordinators.take_stale(ctx, TRANSACTION_STATE_TOPIC) {
+    fn unload_stale(&self, ctx: &ShardCtx, only: Option<i32>) {
+        for (partition, _) in self
+            .coordinators
+            .take_stale(ctx, TRANSACTION_STATE_TOPIC, only)
+        {
             tracing::info!(
                 partition,
                 "transaction coordinator unloaded: this broker no longer leads its partition"
@@ -175,7 +178,7 @@ impl TxnRuntime {
     }
 
     async fn load_locked(&self, ctx: &Rc<ShardCtx>, partition: i32) -> Result<(), i16> {
-        self.unload_stale(ctx);
+        self.unload_stale(ctx, Some(partition));
         if self.coordinators.is_loaded(partition) {
             return Ok(());
         }
@@ -350,7 +353,7 @@ impl TxnRuntime {
         let every = Duration::from_millis(self.config.cleanup_interval_ms.max(10));
         let mut cleaned_at = std::time::Instant::now();
         loop {
-            self.unload_stale(&ctx);
+            self.unload_stale(&ctx, None);
             self.load_owned(&ctx).await;
             if self.closing.get() {
                 return;

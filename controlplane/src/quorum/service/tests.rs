@@ -67,7 +67,13 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
         .keys()
         .map(|&id| {
             let store = RaftStore::open(dirs[&id].path()).expect("store");
-            let h = start(id, voters.clone(), store, timing(), Role::Voter).expect("start");
+            let h = start(
+                id,
+                Transport::static_quorum(id, voters.clone(), true),
+                store,
+                timing(),
+            )
+            .expect("start");
             (id, h)
         })
         .collect();
@@ -102,7 +108,13 @@ fn three_members_over_tcp_commit_in_order_and_survive_the_leaders_loss() {
     }
     // The old leader comes back from its directory and catches up.
     let store = RaftStore::open(dirs[&leader].path()).expect("store");
-    let back = start(leader, voters.clone(), store, timing(), Role::Voter).expect("restart");
+    let back = start(
+        leader,
+        Transport::static_quorum(leader, voters.clone(), true),
+        store,
+        timing(),
+    )
+    .expect("restart");
     assert_eq!(take(&back, 30), values(0..30), "replayed, then caught up");
     members.insert(leader, back);
     assert_eq!(wait_leader(&members), second);
@@ -140,7 +152,13 @@ fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().expect("dir")).collect();
     let voters: Voters = std::iter::once((1, free_addr())).collect();
     let store = RaftStore::open(dirs[0].path()).expect("store");
-    let voter = start(1, voters.clone(), store, timing(), Role::Voter).expect("voter");
+    let voter = start(
+        1,
+        Transport::static_quorum(1, voters.clone(), true),
+        store,
+        timing(),
+    )
+    .expect("voter");
     wait_status(&voter, "the lone voter leads", |s| s.leader == Some(1));
     for v in values(0..5) {
         voter.propose(v.into_bytes()).expect("committed");
@@ -152,7 +170,13 @@ fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
     wait_status(&voter, "compacted", |_| true);
 
     let store = RaftStore::open(dirs[1].path()).expect("store");
-    let learner = start(2, voters.clone(), store, timing(), Role::Learner).expect("learner");
+    let learner = start(
+        2,
+        Transport::static_quorum(2, voters.clone(), false),
+        store,
+        timing(),
+    )
+    .expect("learner");
     assert_eq!(learner.addr, None, "a learner listens nowhere");
     let seen = wait_status(&voter, "the learner is added", |s| s.learners.contains(&2));
     assert_eq!(seen.voters.iter().copied().collect::<Vec<_>>(), vec![1]);
@@ -183,7 +207,13 @@ fn a_learner_dials_a_lone_voter_joins_and_catches_up_from_a_fresh_snapshot() {
     // It comes back from its directory and catches up on what it missed.
     voter.propose(b"v8".to_vec()).expect("committed");
     let store = RaftStore::open(dirs[1].path()).expect("store");
-    let back = start(2, voters, store, timing(), Role::Learner).expect("learner again");
+    let back = start(
+        2,
+        Transport::static_quorum(2, voters, false),
+        store,
+        timing(),
+    )
+    .expect("learner again");
     let mut got = Vec::new();
     while got.last().map(String::as_str) != Some("v8") {
         got.push(next(&back).1);
@@ -211,7 +241,7 @@ fn dynamic(
         ..Transport::default()
     };
     let store = RaftStore::open(dir).expect("store");
-    start_with(id, transport, store, timing()).expect("start")
+    start(id, transport, store, timing()).expect("start")
 }
 
 #[test]
