@@ -196,18 +196,6 @@ impl ControllerState {
                 format!("Mirror {name} already exists"),
             );
         }
-        // Every replica would fetch from the source on its own and the copies would
-        // part: until the mirror fetcher follows partition leadership (issue 18), a
-        // destination of several brokers is refused rather than allowed to diverge.
-        if self.brokers().len() > 1 {
-            return failed(
-                ResponseError::InvalidRequest.code(),
-                format!(
-                    "Mirror {name}: mirroring into a cluster of {} brokers is not supported yet (a destination of one broker is); the source may be any cluster",
-                    self.brokers().len()
-                ),
-            );
-        }
         let mut stored = BTreeMap::new();
         for (key, value) in configs {
             let Some(value) = value else {

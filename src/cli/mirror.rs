@@ -400,6 +400,8 @@ fn list(admin: &mut Admin) -> Result<(), CliError> {
     Ok(())
 }
 
+/// DescribeMirrors on every broker of the cluster, merged: each broker reports the
+/// partitions it leads (reference §2.8), the one asked first also the sync status.
 fn describe_mirrors(
     admin: &mut Admin,
     names: Vec<String>,
@@ -410,12 +412,43 @@ fn describe_mirrors(
         cluster_id: None,
         lme_lookups: Vec::new(),
     });
-    match admin.mirror(&request)? {
+    let ask = |admin: &mut Admin| match admin.mirror(&request)? {
         MirrorResponse::DescribeMirrors(r) => {
             check_code(r.error_code, r.error_message.as_deref())?;
             Ok(r)
         }
         other => Err(unexpected(&other)),
+    };
+    let mut merged = ask(admin)?;
+    for addr in admin.broker_addresses()?.into_iter().skip(1) {
+        let mut other = Admin::connect(&addr)?;
+        merge_described(&mut merged, ask(&mut other)?);
+    }
+    for m in &mut merged.mirrors {
+        for t in &mut m.topics {
+            t.partitions.sort_by_key(|p| p.partition);
+        }
+    }
+    Ok(merged)
+}
+
+/// Adds the partition rows of `other` (another broker's answer) to `into`.
+fn merge_described(into: &mut DescribeMirrorsResponse, other: DescribeMirrorsResponse) {
+    for m in other.mirrors {
+        let Some(mine) = into
+            .mirrors
+            .iter_mut()
+            .find(|x| x.mirror_name == m.mirror_name)
+        else {
+            into.mirrors.push(m);
+            continue;
+        };
+        for t in m.topics {
+            match mine.topics.iter_mut().find(|x| x.name == t.name) {
+                Some(topic) => topic.partitions.extend(t.partitions),
+                None => mine.topics.push(t),
+            }
+        }
     }
 }
 

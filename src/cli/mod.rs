@@ -191,6 +191,20 @@ impl Admin {
         })
     }
 
+    /// The `host:port` of every broker of the cluster (Metadata), this one's first.
+    pub fn broker_addresses(&mut self) -> Result<Vec<String>, CliError> {
+        let request = dataplane::client::cluster::metadata_request(Some(&[]), 1);
+        let (response, _) = self.kafka(&request, "Metadata", 1, 12)?;
+        let mut out = vec![self.addr.clone()];
+        for b in response.brokers {
+            let addr = format!("{}:{}", b.host, b.port);
+            if !out.contains(&addr) {
+                out.push(addr);
+            }
+        }
+        Ok(out)
+    }
+
     /// Sends a Kafka request at the highest version both sides speak within
     /// `ours_min..=ours_max`.
     pub fn kafka<R: Request>(

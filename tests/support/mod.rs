@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod kafka;
 pub mod netns;
 
@@ -523,16 +524,16 @@ fn format_node(data: &Path, config_toml: &str) {
         .lines()
         .find_map(|l| l.strip_prefix("\"node.id\" = "))
         .map_or_else(|| "0".to_string(), |v| v.trim().to_string());
+    format_node_as(data, &node_id, Broker::TEST_CLUSTER_ID);
+}
+
+/// `twinlog format` of a data directory as node `node_id` of cluster `cluster_id`.
+pub fn format_node_as(data: &Path, node_id: &str, cluster_id: &str) {
     let out = Command::new(env!("CARGO_BIN_EXE_twinlog"))
         .arg("format")
         .arg("--data-dir")
         .arg(data)
-        .args([
-            "--cluster-id",
-            Broker::TEST_CLUSTER_ID,
-            "--node-id",
-            &node_id,
-        ])
+        .args(["--cluster-id", cluster_id, "--node-id", node_id])
         .output()
         .expect("run twinlog format");
     assert!(out.status.success(), "twinlog format: {out:?}");

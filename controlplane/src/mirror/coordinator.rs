@@ -74,6 +74,10 @@ pub enum CoordinatorError {
     },
     #[error(transparent)]
     Record(#[from] MirrorRecordError),
+    /// Another broker leads this `__mirror_state` partition (or none does): its
+    /// coordinator is there.
+    #[error("{MIRROR_STATE_TOPIC}-{partition} is not led by this broker")]
+    NotCoordinator { partition: i32 },
 }
 
 impl CoordinatorError {
@@ -86,6 +90,7 @@ impl CoordinatorError {
             | CoordinatorError::LogClosed { .. } => ResponseError::CoordinatorNotAvailable.code(),
             CoordinatorError::Log { error_code, .. } => *error_code,
             CoordinatorError::Record(_) => ResponseError::InvalidRequest.code(),
+            CoordinatorError::NotCoordinator { .. } => ResponseError::NotCoordinator.code(),
         }
     }
 }
@@ -320,7 +325,23 @@ impl MirrorStateLog for ShardMirrorStateLog {
 struct Loaded {
     /// The topic id of `__mirror_state` (a deleted and recreated topic starts over).
     topic_id: Option<Uuid>,
-    partitions: BTreeSet<i32>,
+    /// The loaded partitions and the leader epoch each was loaded at: a partition led
+    /// again after another broker led it is loaded again (that broker wrote meanwhile).
+    partitions: BTreeMap<i32, i32>,
+}
+
+/// The leader epoch of `partition` of the state topic when this broker leads it.
+fn led_epoch(
+    image: &dataplane::metadata::MetadataImage,
+    topic: &TopicImage,
+    partition: i32,
+) -> Option<i32> {
+    topic
+        .partitions
+        .iter()
+        .find(|p| p.partition == partition)
+        .filter(|p| p.leader == image.node_id)
+        .map(|p| p.leader_epoch)
 }
 
 /// One partition of a WriteMirrorStates request, located in the request.
@@ -408,24 +429,33 @@ impl MirrorStateCoordinator {
         )
     }
 
-    /// Replays every `__mirror_state` partition that exists in the image and is not
-    /// loaded yet (nothing to do while the topic does not exist). Idempotent; call it
-    /// again after the topic is created. Partitions that fail are reported (the first
-    /// error) and retried by the next call or on first use.
+    /// Replays every `__mirror_state` partition this broker leads that is not loaded
+    /// yet at its current leader epoch (nothing to do while the topic does not exist),
+    /// after dropping the ones it no longer leads ([`resign`](Self::resign)).
+    /// Idempotent; call it again after leadership changes. Partitions that fail are
+    /// reported (the first error) and retried by the next call or on first use.
     pub async fn load(&self) -> Result<(), CoordinatorError> {
         self.load_called.set(true);
+        self.resign();
         let Some(topic) = self.state_topic() else {
             tracing::debug!("{MIRROR_STATE_TOPIC} does not exist yet: nothing to load");
             return Ok(());
         };
+        let image = self.metadata.load();
         let mut first_error = None;
         for p in topic.partitions.iter().map(|p| p.partition) {
+            if led_epoch(&image, &topic, p).is_none() {
+                continue;
+            }
             let lock = self.lock(p);
             let _guard = lock.lock().await;
             if let Err(e) = self.load_partition_locked(&topic, p).await {
                 // Right after the topic is created the image names partitions that the
                 // shards are still opening: retried by the next call, not worth a warning.
-                if matches!(e, CoordinatorError::NotOpen { .. }) {
+                if matches!(
+                    e,
+                    CoordinatorError::NotOpen { .. } | CoordinatorError::NotCoordinator { .. }
+                ) {
                     tracing::debug!(partition = p, error = %e, "__mirror_state partition not open yet");
                 } else {
                     tracing::warn!(partition = p, error = %e, "cannot load __mirror_state partition");
@@ -436,8 +466,42 @@ impl MirrorStateCoordinator {
         first_error.map_or(Ok(()), Err)
     }
 
-    /// `load` has run and every `__mirror_state` partition in the current image is
-    /// loaded (true while the topic does not exist: there is nothing to load).
+    /// Drops what this broker holds for the `__mirror_state` partitions it no longer
+    /// leads, or leads at a newer epoch than it loaded them at (reference §5.4: on
+    /// resignation the partition's state is dropped). Returns how many were dropped.
+    pub fn resign(&self) -> usize {
+        let image = self.metadata.load();
+        let Some(topic) = image.topic(MIRROR_STATE_TOPIC).cloned() else {
+            return 0;
+        };
+        let num_partitions = topic.partitions.len() as i32;
+        let mut loaded = self.loaded.borrow_mut();
+        if loaded.topic_id != Some(topic.id) {
+            return 0;
+        }
+        let gone: Vec<i32> = loaded
+            .partitions
+            .iter()
+            .filter(|(p, at)| led_epoch(&image, &topic, **p) != Some(**at))
+            .map(|(p, _)| *p)
+            .collect();
+        if gone.is_empty() {
+            return 0;
+        }
+        for p in &gone {
+            loaded.partitions.remove(p);
+            tracing::info!(partition = p, "mirror state coordinator resigned: another broker leads {MIRROR_STATE_TOPIC}-{p} now");
+        }
+        self.table
+            .borrow_mut()
+            .entries
+            .retain(|(m, id, p), _| !gone.contains(&partition_for(m, *id, *p, num_partitions)));
+        gone.len()
+    }
+
+    /// `load` has run and every `__mirror_state` partition this broker leads in the
+    /// current image is loaded at its leader epoch (true while the topic does not
+    /// exist: there is nothing to load).
     pub fn is_loaded(&self) -> bool {
         if !self.load_called.get() {
             return false;
@@ -445,20 +509,35 @@ impl MirrorStateCoordinator {
         let Some(topic) = self.state_topic() else {
             return true;
         };
+        let image = self.metadata.load();
         let loaded = self.loaded.borrow();
         loaded.topic_id == Some(topic.id)
-            && topic
-                .partitions
-                .iter()
-                .all(|p| loaded.partitions.contains(&p.partition))
+            && topic.partitions.iter().all(|p| {
+                led_epoch(&image, &topic, p.partition)
+                    .is_none_or(|epoch| loaded.partitions.get(&p.partition) == Some(&epoch))
+            })
     }
 
-    /// Loads `partition` unless it is loaded; the caller holds its lock.
+    /// `partition` is loaded at the leader epoch this broker leads it at now.
+    fn is_current(&self, topic: &TopicImage, partition: i32) -> bool {
+        let image = self.metadata.load();
+        let loaded = self.loaded.borrow();
+        loaded.topic_id == Some(topic.id)
+            && led_epoch(&image, topic, partition)
+                .is_some_and(|epoch| loaded.partitions.get(&partition) == Some(&epoch))
+    }
+
+    /// Loads `partition` unless it is loaded at its current leader epoch; the caller
+    /// holds its lock. A partition another broker leads is refused (NOT_COORDINATOR).
     async fn load_partition_locked(
         &self,
         topic: &TopicImage,
         partition: i32,
     ) -> Result<(), CoordinatorError> {
+        let image = self.metadata.load();
+        let Some(epoch) = led_epoch(&image, topic, partition) else {
+            return Err(CoordinatorError::NotCoordinator { partition });
+        };
         {
             let mut loaded = self.loaded.borrow_mut();
             if loaded.topic_id != Some(topic.id) {
@@ -468,10 +547,10 @@ impl MirrorStateCoordinator {
                 }
                 *loaded = Loaded {
                     topic_id: Some(topic.id),
-                    partitions: BTreeSet::new(),
+                    partitions: BTreeMap::new(),
                 };
             }
-            if loaded.partitions.contains(&partition) {
+            if loaded.partitions.get(&partition) == Some(&epoch) {
                 return Ok(());
             }
         }
@@ -488,6 +567,10 @@ impl MirrorStateCoordinator {
             // The topic was recreated while this replay ran: the next use loads again.
             return Err(CoordinatorError::TopicMissing);
         }
+        if led_epoch(&self.metadata.load(), topic, partition) != Some(epoch) {
+            // Leadership moved while the replay ran: the next use loads again.
+            return Err(CoordinatorError::NotCoordinator { partition });
+        }
         let num_partitions = topic.partitions.len() as i32;
         let keys = replayed.len();
         let mut table = self.table.borrow_mut();
@@ -495,8 +578,8 @@ impl MirrorStateCoordinator {
             .entries
             .retain(|(m, id, p), _| partition_for(m, *id, *p, num_partitions) != partition);
         table.merge(replayed);
-        loaded.partitions.insert(partition);
-        tracing::info!(%tp, records, keys, "mirror state coordinator loaded");
+        loaded.partitions.insert(partition, epoch);
+        tracing::info!(%tp, records, keys, leader_epoch = epoch, "mirror state coordinator loaded");
         Ok(())
     }
 
@@ -506,11 +589,8 @@ impl MirrorStateCoordinator {
         topic: &TopicImage,
         partition: i32,
     ) -> Result<(), CoordinatorError> {
-        {
-            let loaded = self.loaded.borrow();
-            if loaded.topic_id == Some(topic.id) && loaded.partitions.contains(&partition) {
-                return Ok(());
-            }
+        if self.is_current(topic, partition) {
+            return Ok(());
         }
         let lock = self.lock(partition);
         let _guard = lock.lock().await;
@@ -788,8 +868,15 @@ impl MirrorStateCoordinator {
             return Ok(0);
         };
         let n = topic.partitions.len() as i32;
+        let image = self.metadata.load();
         let mut total = 0;
-        for pi in &topic.partitions {
+        // Each coordinator tombstones the keys of the partitions it leads (reference
+        // §5.4): the others' leaders do theirs.
+        for pi in topic
+            .partitions
+            .iter()
+            .filter(|pi| led_epoch(&image, &topic, pi.partition).is_some())
+        {
             let p = pi.partition;
             let lock = self.lock(p);
             let _guard = lock.lock().await;
@@ -868,8 +955,7 @@ impl MirrorStateCoordinator {
         };
         let state_partition =
             partition_for(mirror, topic_id, partition, topic.partitions.len() as i32);
-        let loaded = self.loaded.borrow();
-        loaded.topic_id == Some(topic.id) && loaded.partitions.contains(&state_partition)
+        self.is_current(&topic, state_partition)
     }
 
     /// The mirrors that have keys in the loaded part of the table.
@@ -1229,6 +1315,72 @@ mod tests {
             .encode()
             .expect("key");
         assert!(log.records(p3).iter().any(|(k, _)| *k == key));
+    }
+
+    /// `image` with partition `state_partition` of `__mirror_state` led by `leader` at
+    /// `epoch`.
+    fn led_by(
+        mut image: MetadataImage,
+        state_partition: i32,
+        leader: i32,
+        epoch: i32,
+    ) -> MetadataImage {
+        let mut topic = (**image.topics.get(MIRROR_STATE_TOPIC).expect("state topic")).clone();
+        topic.partitions[state_partition as usize] =
+            PartitionImage::single(state_partition, leader, epoch, 0);
+        image
+            .topics
+            .insert(MIRROR_STATE_TOPIC.to_string(), Arc::new(topic));
+        image
+    }
+
+    #[test]
+    fn the_coordinator_follows_the_leadership_of_its_partitions() {
+        let (log, cell, c) = setup();
+        let p3 = partition_for("m", orders_id(), 3, STATE_PARTITIONS);
+        block_on(c.load()).expect("load");
+        let w =
+            |c: &MirrorStateCoordinator, e| block_on(c.write(&write_req("m", "orders", vec![e])));
+        assert_eq!(
+            codes(&w(&c, state_entry(3, Preparing, Unknown, 1, 0))),
+            vec![(3, 0)]
+        );
+
+        // Another broker leads the key's partition now: dropped, and refused.
+        cell.publish(led_by(image(true), p3, 1, 1));
+        assert_eq!(c.resign(), 1);
+        assert!(!c.is_loaded_for("m", orders_id(), 3));
+        assert!(c.is_loaded(), "every partition this broker leads is loaded");
+        assert_eq!(
+            read(&c, "m", "orders", vec![3])[0].error_code,
+            ResponseError::NotCoordinator.code()
+        );
+        assert_eq!(
+            codes(&w(&c, state_entry(3, Mirroring, Preparing, 1, 1))),
+            vec![(3, ResponseError::NotCoordinator.code())]
+        );
+
+        // That broker wrote meanwhile (its own coordinator over the same log).
+        let other = MirrorStateCoordinator::with_log(
+            log.clone(),
+            Arc::new(MetadataCell::new({
+                let mut i = led_by(image(true), p3, 1, 1);
+                i.node_id = 1;
+                i
+            })),
+        );
+        assert_eq!(
+            codes(&w(&other, state_entry(3, Mirroring, Preparing, 1, 1))),
+            vec![(3, 0)]
+        );
+
+        // Led here again, at a newer epoch: loaded again, with that write.
+        cell.publish(led_by(image(true), p3, 0, 2));
+        assert!(!c.is_loaded());
+        block_on(c.load()).expect("load");
+        assert!(c.is_loaded_for("m", orders_id(), 3));
+        let e = c.entry("m", orders_id(), 3);
+        assert_eq!((e.state, e.state_epoch), (Mirroring.code(), 2));
     }
 
     #[test]

@@ -33,6 +33,7 @@ use dataplane::wire::mirror::{
 };
 
 use super::coordinator::{MirrorStateCoordinator, MIRROR_STATE_TOPIC};
+use super::states::MirrorStates;
 pub use super::transitions::MirrorManagerConfig;
 use super::transitions::{self, Action, Inputs, Observed};
 
@@ -60,7 +61,8 @@ pub struct MirrorManager {
     router: ShardRouter,
     metadata: Arc<MetadataCell>,
     controller: Arc<dyn ControllerHandle>,
-    coordinator: Rc<MirrorStateCoordinator>,
+    /// Partition states: the local coordinator's, or another broker's (remote keys).
+    states: MirrorStates,
     config: MirrorManagerConfig,
     partitions: RefCell<HashMap<Key, PartitionRuntime>>,
     in_flight: Rc<glommio::sync::Semaphore>,
@@ -82,8 +84,9 @@ impl std::fmt::Debug for MirrorManager {
 struct StepError {
     message: String,
     retryable: bool,
-    /// The partition's log is not open on its shard yet (just created): not a failure.
-    not_open: bool,
+    /// Not a failure, nothing to record: the partition's log is not open on its shard
+    /// yet (just created), or another broker leads it now. The next tick looks again.
+    not_ours: bool,
 }
 
 impl From<String> for StepError {
@@ -91,8 +94,18 @@ impl From<String> for StepError {
         StepError {
             message,
             retryable: true,
-            not_open: false,
+            not_ours: false,
         }
+    }
+}
+
+/// This broker no longer leads the partition (at the epoch the step started at): the
+/// new leader drives it from here; nothing is recorded.
+fn lost_leadership(topic: &str, partition: i32) -> StepError {
+    StepError {
+        message: format!("{topic}-{partition}: this broker no longer leads it"),
+        retryable: true,
+        not_ours: true,
     }
 }
 
@@ -108,11 +121,12 @@ impl MirrorManager {
         coordinator: Rc<MirrorStateCoordinator>,
         config: MirrorManagerConfig,
     ) -> Rc<Self> {
+        let states = MirrorStates::new(coordinator, Arc::clone(&metadata));
         Rc::new(MirrorManager {
             router,
             metadata,
             controller,
-            coordinator,
+            states,
             config,
             partitions: RefCell::new(HashMap::new()),
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
@@ -121,8 +135,9 @@ impl MirrorManager {
         })
     }
 
+    /// The coordinator of the `__mirror_state` partitions this broker leads.
     pub fn coordinator(&self) -> &Rc<MirrorStateCoordinator> {
-        &self.coordinator
+        self.states.local()
     }
 
     /// Serves one request the data plane forwarded (ReadMirrorStates, WriteMirrorStates,
@@ -130,10 +145,10 @@ impl MirrorManager {
     pub async fn serve(self: &Rc<Self>, request: MirrorRequest) -> MirrorResponse {
         match request {
             MirrorRequest::ReadMirrorStates(r) => {
-                MirrorResponse::ReadMirrorStates(self.coordinator.read(&r).await)
+                MirrorResponse::ReadMirrorStates(self.coordinator().read(&r).await)
             }
             MirrorRequest::WriteMirrorStates(r) => {
-                let response = self.coordinator.write(&r).await;
+                let response = self.coordinator().write(&r).await;
                 self.wake.notify(usize::MAX);
                 MirrorResponse::WriteMirrorStates(response)
             }
@@ -184,15 +199,25 @@ impl MirrorManager {
         let Some(topic) = image.topic(&tp.topic).cloned() else {
             return;
         };
+        if image
+            .partition(&tp)
+            .is_some_and(|p| p.leader != image.node_id)
+        {
+            // The metadata sync runs on one broker for the whole cluster: the
+            // partition's leader drives it, so the failure goes to its stored state.
+            self.fail_elsewhere(&image, &topic, &mirror, tp.partition, message, retryable)
+                .await;
+            return;
+        }
         // Only a partition that is still mirroring fails this way.
-        let entry = self.coordinator.entry(&mirror, topic.id, tp.partition);
+        let entry = self.states.entry(&mirror, topic.id, tp.partition);
         if MirrorPartitionState::from_code(entry.state) != Some(MirrorPartitionState::Mirroring) {
             return;
         }
         let error = StepError {
             message,
             retryable,
-            not_open: false,
+            not_ours: false,
         };
         self.fail(
             &image,
@@ -207,12 +232,66 @@ impl MirrorManager {
         self.poke();
     }
 
+    /// FAILED for a MIRRORING partition another broker leads: written to its stored
+    /// state at its leader's epoch (fenced by the state epoch read here); its leader's
+    /// next tick stops the fetcher and holds the partition there.
+    async fn fail_elsewhere(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        message: String,
+        retryable: bool,
+    ) {
+        let tp = TopicPartition::new(topic.name.as_str(), partition);
+        let entry = match self
+            .states
+            .read_entry(image, mirror, topic, partition)
+            .await
+        {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(%mirror, %tp, error = %e, "cannot read the state of a partition to fail; the next sync tries again");
+                return;
+            }
+        };
+        if MirrorPartitionState::from_code(entry.state) != Some(MirrorPartitionState::Mirroring) {
+            return;
+        }
+        let leader_epoch = image.partition(&tp).map_or(-1, |p| p.leader_epoch);
+        let failed = MirrorStateEntry {
+            partition,
+            last_mirrored_epoch: -1,
+            state: MirrorPartitionState::Failed.code(),
+            error_code: 0,
+            previous_state: MirrorPartitionState::Mirroring.code(),
+            retry_attempt: transitions::next_attempt(&entry, retryable),
+            error_message: Some(message.clone()),
+            leader_epoch: leader_epoch.max(entry.leader_epoch),
+            state_epoch: entry.state_epoch,
+            truncated_records: entry.truncated_records,
+            last_mirrored_offset: -1,
+        };
+        match self.write_entries(mirror, &topic.name, vec![failed]).await {
+            Ok(()) => {
+                tracing::warn!(%mirror, %tp, error = %message, "mirror partition FAILED (found by the metadata sync; its leader stops it)")
+            }
+            Err(e) => {
+                tracing::warn!(%mirror, %tp, error = %e.message, "could not persist FAILED; the next sync tries again")
+            }
+        }
+    }
+
     async fn tick(self: &Rc<Self>) {
         let image = self.metadata.load();
-        if image.topic(MIRROR_STATE_TOPIC).is_some() && !self.coordinator.is_loaded() {
+        // `__mirror_state` partitions this broker no longer leads are dropped at once;
+        // the ones it newly leads are loaded.
+        self.coordinator().resign();
+        if image.topic(MIRROR_STATE_TOPIC).is_some() && !self.coordinator().is_loaded() {
             // A partition that cannot load blocks only the mirror partitions whose states
             // it holds (audit B-7): the others go on below.
-            if let Err(e) = self.coordinator.load().await {
+            if let Err(e) = self.coordinator().load().await {
                 if matches!(
                     e,
                     crate::mirror::coordinator::CoordinatorError::NotOpen { .. }
@@ -227,16 +306,27 @@ impl MirrorManager {
             return;
         }
         self.forget_deleted_mirrors(&image).await;
-        // Partitions whose topic left its mirror (DeleteMirror) become ordinary.
-        let live: HashSet<Key> = image
+        // Only the leader of a mirror partition drives it (reference §6.1): its mirror
+        // fetcher, its steps and its state writes move with leadership.
+        let led: Vec<(&str, &Arc<TopicImage>, i32)> = image
             .topics
             .values()
-            .filter_map(|t| t.mirror().map(|(m, _)| (m.to_string(), t)))
+            .filter_map(|t| t.mirror().map(|(m, _)| (m, t)))
             .flat_map(|(m, t)| {
                 t.partitions
                     .iter()
-                    .map(move |p| (m.clone(), TopicPartition::new(t.name.as_str(), p.partition)))
+                    .filter(|p| p.leader == image.node_id)
+                    .map(move |p| (m, t, p.partition))
             })
+            .collect();
+        let asks: Vec<(&str, &TopicImage, i32)> =
+            led.iter().map(|(m, t, p)| (*m, t.as_ref(), *p)).collect();
+        self.states.refresh(&image, &asks).await;
+        // Partitions whose topic left its mirror (DeleteMirror) become ordinary; the
+        // ones another broker leads now are its to drive.
+        let live: HashSet<Key> = led
+            .iter()
+            .map(|(m, t, p)| (m.to_string(), TopicPartition::new(t.name.as_str(), *p)))
             .collect();
         let stale: Vec<Key> = self
             .partitions
@@ -262,7 +352,11 @@ impl MirrorManager {
             if !image.mirrors.contains_key(mirror) {
                 continue;
             }
-            for p in &topic.partitions {
+            for p in topic
+                .partitions
+                .iter()
+                .filter(|p| p.leader == image.node_id)
+            {
                 let key = (
                     mirror.to_string(),
                     TopicPartition::new(topic.name.as_str(), p.partition),
@@ -276,17 +370,14 @@ impl MirrorManager {
                 if runtime.busy.is_some() {
                     continue;
                 }
-                if !self
-                    .coordinator
-                    .is_loaded_for(mirror, topic.id, p.partition)
-                {
+                if !self.states.is_loaded_for(mirror, topic.id, p.partition) {
                     continue;
                 }
                 // A shard that did not answer is asked again next tick.
                 let Some(observed) = observed.get(&key.1) else {
                     continue;
                 };
-                let entry = self.coordinator.entry(mirror, topic.id, p.partition);
+                let entry = self.states.entry(mirror, topic.id, p.partition);
                 let config = image
                     .mirrors
                     .get(mirror)
@@ -393,13 +484,13 @@ impl MirrorManager {
         // Keys of deleted destination topics (reference §11 #30): a topic re-created
         // under the same id must not find its old states.
         let deleted_topics: Vec<(String, uuid::Uuid)> = self
-            .coordinator
+            .coordinator()
             .topics()
             .into_iter()
             .filter(|(m, id)| image.mirrors.contains_key(m) && image.topic_by_id(*id).is_none())
             .collect();
         for (mirror, id) in deleted_topics {
-            match self.coordinator.tombstone_topic(&mirror, id).await {
+            match self.coordinator().tombstone_topic(&mirror, id).await {
                 Ok(n) => {
                     tracing::info!(%mirror, topic_id = %id, keys = n, "mirror topic deleted: its __mirror_state keys are tombstoned")
                 }
@@ -409,14 +500,14 @@ impl MirrorManager {
             }
         }
         let gone: Vec<String> = self
-            .coordinator
+            .coordinator()
             .mirror_names()
             .into_iter()
             .filter(|m| !image.mirrors.contains_key(m))
             .collect();
         for mirror in &gone {
             fail_point("mirror.delete.before_tombstones").await;
-            match self.coordinator.tombstone_mirror(mirror).await {
+            match self.coordinator().tombstone_mirror(mirror).await {
                 Ok(n) => {
                     tracing::info!(%mirror, keys = n, "mirror deleted: its __mirror_state keys are tombstoned")
                 }
@@ -434,8 +525,9 @@ impl MirrorManager {
         }
     }
 
-    /// What each owning shard actually does for every mirror partition: one request per
-    /// shard per tick. A shard that did not answer leaves its partitions out.
+    /// What each owning shard actually does for every mirror partition this broker
+    /// leads: one request per shard per tick. A shard that did not answer leaves its
+    /// partitions out.
     async fn observe(&self, image: &MetadataImage) -> HashMap<TopicPartition, Observed> {
         let tps: Vec<TopicPartition> = image
             .topics
@@ -444,6 +536,7 @@ impl MirrorManager {
             .flat_map(|t| {
                 t.partitions
                     .iter()
+                    .filter(|p| p.leader == image.node_id)
                     .map(|p| TopicPartition::new(t.name.as_str(), p.partition))
             })
             .collect();
@@ -545,7 +638,7 @@ impl MirrorManager {
             ),
         };
         if let Err(e) = result {
-            let entry = self.coordinator.entry(mirror, topic.id, partition);
+            let entry = self.states.entry(mirror, topic.id, partition);
             self.fail(image, topic, mirror, partition, &entry, target, e)
                 .await;
         }
@@ -554,6 +647,27 @@ impl MirrorManager {
             Action::MarkStopped | Action::MarkPaused | Action::MarkFailed | Action::ClearRetry
         ) {
             self.poke();
+        }
+    }
+
+    /// The leader epoch at which this broker leads `topic`-`partition` now, if it led it
+    /// in `image` too (the image an action started from; the epoch may have gone up
+    /// since, by STOPPING's own bump): a state write is fenced by it, so a broker that
+    /// lost leadership cannot overwrite what the new leader wrote.
+    fn led_at(&self, image: &MetadataImage, topic: &str, partition: i32) -> Result<i32, StepError> {
+        let tp = TopicPartition::new(topic, partition);
+        let then = image
+            .partition(&tp)
+            .filter(|p| p.leader == image.node_id)
+            .map(|p| p.leader_epoch);
+        let now = self.metadata.load();
+        let still = now
+            .partition(&tp)
+            .filter(|p| p.leader == now.node_id)
+            .map(|p| p.leader_epoch);
+        match (then, still) {
+            (Some(a), Some(b)) if b >= a => Ok(b),
+            _ => Err(lost_leadership(topic, partition)),
         }
     }
 
@@ -571,12 +685,11 @@ impl MirrorManager {
         error: Option<String>,
         truncated_records: i64,
     ) -> Result<(), StepError> {
-        let stored = self.coordinator.entry(mirror, topic.id, partition);
-        let leader_epoch = image
-            .topic(&topic.name)
-            .and_then(|t| t.partitions.get(partition as usize))
-            .map_or(-1, |p| p.leader_epoch)
-            .max(stored.leader_epoch);
+        let stored = self.states.entry(mirror, topic.id, partition);
+        let leader_epoch = self.led_at(image, &topic.name, partition)?;
+        if stored.leader_epoch > leader_epoch {
+            return Err(lost_leadership(&topic.name, partition));
+        }
         let entry = MirrorStateEntry {
             partition,
             last_mirrored_epoch: -1,
@@ -606,7 +719,7 @@ impl MirrorManager {
         partition: i32,
         (lme, offset): (i32, i64),
     ) -> Result<(), StepError> {
-        let stored = self.coordinator.entry(mirror, topic.id, partition);
+        let stored = self.states.entry(mirror, topic.id, partition);
         let entry = MirrorStateEntry {
             partition,
             last_mirrored_epoch: lme,
@@ -633,7 +746,7 @@ impl MirrorManager {
             }],
             stopped_topics: Vec::new(),
         };
-        let response = self.coordinator.write(&request).await;
+        let response = self.states.write(&request).await;
         for t in response.topics {
             for p in t.partitions {
                 if p.error_code != 0 {
@@ -662,10 +775,14 @@ impl MirrorManager {
         error: StepError,
     ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
-        if error.not_open {
+        if self.led_at(image, &topic.name, partition).is_err() {
+            tracing::debug!(%mirror, %tp, reason = %error.message, "mirror step failed after leadership moved: the new leader drives the partition");
+            return;
+        }
+        if error.not_ours {
             // The controller publishes a new topic before its shards have opened the
-            // logs: not a failure, the next tick tries again.
-            tracing::debug!(%mirror, %tp, "partition log not open yet; retrying");
+            // logs, or leadership moved: not a failure, the next tick looks again.
+            tracing::debug!(%mirror, %tp, reason = %error.message, "mirror step left to the next tick");
             return;
         }
         let attempt = transitions::next_attempt(entry, error.retryable);
@@ -704,10 +821,7 @@ impl MirrorManager {
         let _ = self
             .set_shard_state(image, &tp, MirrorPartitionState::Failed)
             .await;
-        let state_epoch = self
-            .coordinator
-            .entry(mirror, topic.id, partition)
-            .state_epoch;
+        let state_epoch = self.states.entry(mirror, topic.id, partition).state_epoch;
         let key = (mirror.to_string(), tp);
         let mut parts = self.partitions.borrow_mut();
         let rt = parts.entry(key).or_default();
@@ -733,7 +847,7 @@ impl MirrorManager {
                 ShardRequestError::NotOpen { .. } => StepError {
                     message: e.to_string(),
                     retryable: true,
-                    not_open: true,
+                    not_ours: true,
                 },
                 e => StepError::from(e.to_string()),
             })
@@ -816,7 +930,7 @@ impl MirrorManager {
             match step.await {
                 Ok(()) => started.push((Arc::clone(topic), *p)),
                 Err(e) => {
-                    let entry = self.coordinator.entry(mirror, topic.id, *p);
+                    let entry = self.states.entry(mirror, topic.id, *p);
                     self.fail(
                         image,
                         topic,
@@ -860,7 +974,7 @@ impl MirrorManager {
             Ok(l) => l,
             Err(e) => {
                 for (topic, p) in &started {
-                    let entry = self.coordinator.entry(mirror, topic.id, *p);
+                    let entry = self.states.entry(mirror, topic.id, *p);
                     self.fail(
                         image,
                         topic,
@@ -877,11 +991,11 @@ impl MirrorManager {
         };
         for (topic, p) in started {
             if let Some(message) = looped.get(&topic.name) {
-                let entry = self.coordinator.entry(mirror, topic.id, p);
+                let entry = self.states.entry(mirror, topic.id, p);
                 let error = StepError {
                     message: message.clone(),
                     retryable: true,
-                    not_open: false,
+                    not_ours: false,
                 };
                 self.fail(
                     image,
@@ -898,11 +1012,7 @@ impl MirrorManager {
             let lme = lmes.get(&(topic.id, p)).copied().unwrap_or((-1, -1));
             let tp = TopicPartition::new(topic.name.as_str(), p);
             // A retry keeps its counter until the fetcher is healthy (ClearRetry).
-            let retry = self
-                .coordinator
-                .entry(mirror, topic.id, p)
-                .retry_attempt
-                .max(0);
+            let retry = self.states.entry(mirror, topic.id, p).retry_attempt.max(0);
             let result = async {
                 let request = ShardRequest::PrepareMirrorPartition {
                     tp: tp.clone(),
@@ -928,7 +1038,7 @@ impl MirrorManager {
             }
             .await;
             if let Err(e) = result {
-                let entry = self.coordinator.entry(mirror, topic.id, p);
+                let entry = self.states.entry(mirror, topic.id, p);
                 self.fail(
                     image,
                     &topic,
@@ -990,7 +1100,7 @@ impl MirrorManager {
             SourceCluster::new(&fetch.bootstrap_servers, conn_config).map_err(|e| StepError {
                 message: e.to_string(),
                 retryable: false,
-                not_open: false,
+                not_ours: false,
             })?;
         fail_point("mirror.lme_lookup").await;
         let conn = cluster
@@ -1056,29 +1166,45 @@ impl MirrorManager {
         });
         let mut body = bytes::BytesMut::new();
         request.encode(&mut body);
-        let mut reply = conn
-            .send_raw(keys::DESCRIBE_MIRRORS, 0, &body)
-            .await
-            .map_err(|e| StepError::from(format!("LME look-up on the source: {e}")))?;
-        let response = MirrorResponse::decode(keys::DESCRIBE_MIRRORS, &mut reply)
-            .map_err(|e| StepError::from(format!("LME look-up answer: {e}")))?;
-        let MirrorResponse::DescribeMirrors(d) = response else {
-            return Err("LME look-up: unexpected answer".to_string().into());
+        // Each source broker answers for the keys it coordinates: ask them all and keep
+        // the highest LME per partition (reference §2.8).
+        let brokers: Vec<i32> = match cluster.metadata(Some(&[])).await {
+            Ok(m) => m.brokers.keys().copied().collect(),
+            Err(e) => {
+                return Err(format!("LME look-up: source metadata: {e}").into());
+            }
         };
-        if d.error_code != 0 {
-            return Err(format!(
-                "LME look-up on the source: error {} {}",
-                d.error_code,
-                d.error_message.unwrap_or_default()
-            )
-            .into());
-        }
-        for r in d.lookup_results {
-            for p in r.partitions {
-                out.insert(
-                    (r.topic_id, p.partition),
-                    (p.last_mirrored_epoch, p.last_mirrored_offset),
-                );
+        for broker in brokers {
+            let conn = cluster.connection(broker).await.map_err(|e| {
+                StepError::from(format!(
+                    "LME look-up: cannot reach source broker {broker}: {e}"
+                ))
+            })?;
+            let mut reply = conn
+                .send_raw(keys::DESCRIBE_MIRRORS, 0, &body)
+                .await
+                .map_err(|e| {
+                    StepError::from(format!("LME look-up on source broker {broker}: {e}"))
+                })?;
+            let response = MirrorResponse::decode(keys::DESCRIBE_MIRRORS, &mut reply)
+                .map_err(|e| StepError::from(format!("LME look-up answer: {e}")))?;
+            let MirrorResponse::DescribeMirrors(d) = response else {
+                return Err("LME look-up: unexpected answer".to_string().into());
+            };
+            if d.error_code != 0 {
+                return Err(format!(
+                    "LME look-up on source broker {broker}: error {} {}",
+                    d.error_code,
+                    d.error_message.unwrap_or_default()
+                )
+                .into());
+            }
+            for r in d.lookup_results {
+                for p in r.partitions {
+                    let lme = (p.last_mirrored_epoch, p.last_mirrored_offset);
+                    let slot = out.entry((r.topic_id, p.partition)).or_insert(lme);
+                    *slot = (*slot).max(lme);
+                }
             }
         }
         tracing::info!(%mirror, lookups = out.len(), "LME look-up on the source answered");
@@ -1246,8 +1372,16 @@ impl MirrorManager {
         self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
             .await?;
         fail_point("stopping.after_fetcher_removed").await;
+        let source_cluster_id = image
+            .mirrors
+            .get(mirror)
+            .map(|m| m.source_cluster_id().to_string())
+            .unwrap_or_default();
         // 2. Bump the partition leader epoch above every batch epoch in the log.
-        let request = ShardRequest::StopEpochToExceed { tp: tp.clone() };
+        let request = ShardRequest::StopEpochToExceed {
+            tp: tp.clone(),
+            source_cluster_id: source_cluster_id.clone(),
+        };
         let latest = match self.on_shard(image, &tp, request).await? {
             ShardReply::EpochToExceed(e) => e,
             other => return Err(unexpected(&other)),
@@ -1268,11 +1402,15 @@ impl MirrorManager {
                         return Err(format!("bumping the leader epoch of {tp}: {other:?}").into())
                     }
                 }
+                self.wait_for_epoch_above(&tp, epoch).await?;
             }
         }
         fail_point("stopping.after_epoch_bump").await;
         // 3. Truncate to the LSO; 4. persist the LME.
-        let request = ShardRequest::StopTruncate { tp: tp.clone() };
+        let request = ShardRequest::StopTruncate {
+            tp: tp.clone(),
+            source_cluster_id: source_cluster_id.clone(),
+        };
         let lme = match self.on_shard(image, &tp, request).await? {
             ShardReply::Lme(lme) => lme,
             other => return Err(unexpected(&other)),
@@ -1284,12 +1422,7 @@ impl MirrorManager {
             }
         }
         fail_point("stopping.after_lme").await;
-        // 5. The MIRROR_PID_RESET control batch.
-        let source_cluster_id = image
-            .mirrors
-            .get(mirror)
-            .map(|m| m.source_cluster_id().to_string())
-            .unwrap_or_default();
+        // 5. The MIRROR_PID_RESET control batch, replicated to the ISR.
         let request = ShardRequest::StopAppendPidReset {
             tp: tp.clone(),
             source_cluster_id,
@@ -1310,8 +1443,39 @@ impl MirrorManager {
         Ok(())
     }
 
+    /// Waits until this broker leads `tp` at an epoch above `epoch` (the bump a
+    /// STOPPING asked for has reached the image, and so the owning shard, which takes
+    /// leadership changes before the image is published).
+    async fn wait_for_epoch_above(&self, tp: &TopicPartition, epoch: i32) -> Result<(), StepError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let changed = self.metadata.listen();
+            let image = self.metadata.load();
+            match image.partition(tp) {
+                Some(p) if p.leader != image.node_id => {
+                    return Err(lost_leadership(&tp.topic, tp.partition))
+                }
+                Some(p) if p.leader_epoch > epoch => return Ok(()),
+                _ => {}
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(
+                    format!("{tp}: the leader epoch bump above {epoch} did not arrive").into(),
+                );
+            }
+            let _ = futures::future::select(
+                changed,
+                Box::pin(glommio::timer::sleep(left.min(Duration::from_millis(100)))),
+            )
+            .await;
+        }
+    }
+
     /// DescribeMirrors: per-partition state and lag of our mirrors, and the LME look-ups
-    /// of a cluster that mirrors from us.
+    /// of a cluster that mirrors from us. As in Kafka (reference §2.8), a broker reports
+    /// the partitions it leads and the LMEs of the keys it coordinates (-1 for the
+    /// others); a client asks every broker and merges (the maximum LME per partition).
     pub async fn describe(&self, request: &DescribeMirrorsRequest) -> DescribeMirrorsResponse {
         let image = self.metadata.load();
         let mut response = DescribeMirrorsResponse::default();
@@ -1322,12 +1486,16 @@ impl MirrorManager {
                 .filter(|m| m.source_cluster_id() == asker.as_str())
                 .map(|m| &m.name)
                 .collect();
+            let mine = |m: &str, id: uuid::Uuid, p: i32| self.states.coordinates(m, id, p);
             // Answer from the stored state only: -1 from a table not loaded yet would make
             // the asker truncate its whole log (audit B-7). It retries on this error.
             for m in &mirrors {
                 for l in &request.lme_lookups {
-                    for p in &l.partitions {
-                        if let Err(e) = self.coordinator.ensure_loaded_for(m, l.topic_id, *p).await
+                    for p in l.partitions.iter().filter(|p| mine(m, l.topic_id, **p)) {
+                        if let Err(e) = self
+                            .coordinator()
+                            .ensure_loaded_for(m, l.topic_id, *p)
+                            .await
                         {
                             response.error_code =
                                 kafka_protocol::ResponseError::CoordinatorLoadInProgress.code();
@@ -1344,8 +1512,8 @@ impl MirrorManager {
             // the asker would get no LME, or copy a tail we are about to cut.
             for m in &mirrors {
                 for l in &request.lme_lookups {
-                    for p in &l.partitions {
-                        let entry = self.coordinator.entry(m, l.topic_id, *p);
+                    for p in l.partitions.iter().filter(|p| mine(m, l.topic_id, **p)) {
+                        let entry = self.coordinator().entry(m, l.topic_id, *p);
                         let state = MirrorPartitionState::from_code(entry.state)
                             .unwrap_or(MirrorPartitionState::Unknown);
                         if !matches!(
@@ -1375,7 +1543,8 @@ impl MirrorManager {
                         .map(|p| {
                             let (last_mirrored_epoch, last_mirrored_offset) = mirrors
                                 .iter()
-                                .map(|m| self.coordinator.lme_position(m, *topic_id, *p))
+                                .filter(|m| mine(m, *topic_id, *p))
+                                .map(|m| self.coordinator().lme_position(m, *topic_id, *p))
                                 .max()
                                 .unwrap_or((-1, -1));
                             LmePartition {
@@ -1413,6 +1582,7 @@ impl MirrorManager {
                 let tps: Vec<TopicPartition> = topic
                     .partitions
                     .iter()
+                    .filter(|p| p.leader == image.node_id)
                     .map(|p| TopicPartition::new(topic.name.as_str(), p.partition))
                     .collect();
                 let progress = self.progress(&image, &tps).await;
@@ -1421,7 +1591,7 @@ impl MirrorManager {
                     partitions: Vec::with_capacity(tps.len()),
                 };
                 for tp in &tps {
-                    let entry = self.coordinator.entry(&name, topic.id, tp.partition);
+                    let entry = self.states.entry(&name, topic.id, tp.partition);
                     let state = MirrorPartitionState::from_code(entry.state)
                         .unwrap_or(MirrorPartitionState::Unknown);
                     let (local_end, source_hw, last_error, fetcher_cut, lag_ms) =
@@ -1448,7 +1618,7 @@ impl MirrorManager {
                         } else {
                             entry.truncated_records.max(0) + fetcher_cut
                         },
-                        last_mirrored_epoch: self.coordinator.lme(&name, topic.id, tp.partition),
+                        last_mirrored_epoch: entry.last_mirrored_epoch,
                         lag_ms: if source_hw >= 0 { lag_ms } else { -1 },
                     });
                 }

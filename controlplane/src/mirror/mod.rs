@@ -1,6 +1,7 @@
 //! The control plane's mirror side: the `__mirror_state` records ([`records`]) and the
 //! [`MirrorStateCoordinator`] that keeps mirror partition states and LMEs in them
-//! (`kip1279-reference.md` §5, `DECISIONS.md` "`__mirror_state`"), the [`manager`] of
+//! (`kip1279-reference.md` §5, `DECISIONS.md` "`__mirror_state`"), the [`states`] the
+//! manager reads and writes through it or another broker's, the [`manager`] of
 //! mirror partition states (its decision table in [`transitions`]), and the periodic metadata [`sync`] of configs, partitions,
 //! group offsets and source health (§8).
 
@@ -8,6 +9,7 @@ pub mod coordinator;
 pub mod manager;
 pub mod records;
 pub mod service;
+pub mod states;
 pub mod sync;
 pub mod transitions;
 

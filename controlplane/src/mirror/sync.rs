@@ -818,6 +818,10 @@ impl MirrorSync {
         let mut mirrors = self.mirrors.borrow_mut();
         mirrors.retain(|name, _| image.mirrors.contains_key(name));
         for (name, mirror) in &image.mirrors {
+            if !is_mirror_coordinator(&image, name) {
+                // Once per cluster (reference §5.2): the mirror coordinator's broker runs it.
+                continue;
+            }
             let rt = mirrors.entry(name.clone()).or_default();
             if rt.running {
                 continue;
@@ -1310,13 +1314,47 @@ impl MirrorSync {
             return errors_to_result(&errors);
         }
 
-        // This broker: which groups are open for sync, and the local log ranges.
+        // This cluster, as a client of it: each group on its coordinator, each
+        // partition's log range on its leader (any broker of a cluster may run the sync).
         let image = self.metadata.load();
-        let mut dest = connect_destination(&image, mirror_name).await?;
-        let candidates: Vec<String> = source_offsets.keys().cloned().collect();
-        let open = groups_open_for_sync(&mut dest, &candidates).await?;
-        let ranges = offset_ranges(&mut dest, &wanted).await?;
+        let mut dest = destination_cluster(&image, mirror_name)?;
+        let mut ranges = BTreeMap::new();
+        let mut by_leader: BTreeMap<i32, TopicPartitions> = BTreeMap::new();
+        for (topic, parts) in &wanted {
+            for p in parts {
+                if let Some(leader) = image
+                    .partition(&TopicPartition::new(topic.as_str(), *p))
+                    .map(|p| p.leader)
+                    .filter(|l| *l >= 0)
+                {
+                    by_leader
+                        .entry(leader)
+                        .or_default()
+                        .entry(topic.clone())
+                        .or_default()
+                        .push(*p);
+                }
+            }
+        }
+        for (leader, parts) in &by_leader {
+            let found = match dest.connection(*leader).await {
+                Ok(conn) => offset_ranges(conn, parts).await,
+                Err(e) => Err(format!("connecting to broker {leader}: {e}")),
+            };
+            match found {
+                Ok(r) => ranges.extend(r),
+                Err(e) => errors.push(format!("log ranges on broker {leader}: {e}")),
+            }
+        }
         for (group, offsets) in source_offsets {
+            let conn = match coordinator_connection(&mut dest, &group).await {
+                Ok(c) => c,
+                Err(e) => {
+                    errors.push(format!("group {group} here: {e}"));
+                    continue;
+                }
+            };
+            let open = groups_open_for_sync(conn, std::slice::from_ref(&group)).await?;
             match open.get(&group) {
                 Some(Ok(())) => {}
                 Some(Err(why)) => {
@@ -1324,14 +1362,16 @@ impl MirrorSync {
                     continue;
                 }
                 None => {
-                    errors.push(format!("group {group}: not described by this broker"));
+                    errors.push(format!(
+                        "group {group}: not described by its coordinator here"
+                    ));
                     continue;
                 }
             }
-            let local = match offset_fetch(&mut dest, &group, &wanted).await {
+            let local = match offset_fetch(conn, &group, &wanted).await {
                 Ok(l) => l,
                 Err(e) => {
-                    errors.push(format!("group {group} on this broker: {e}"));
+                    errors.push(format!("group {group} here: {e}"));
                     continue;
                 }
             };
@@ -1350,7 +1390,7 @@ impl MirrorSync {
                 continue;
             }
             tracing::debug!(mirror = %mirror_name, %group, partitions = commits.len(), "syncing group offsets from the source");
-            if let Err(e) = offset_commit(&mut dest, &group, &commits).await {
+            if let Err(e) = offset_commit(conn, &group, &commits).await {
                 errors.push(format!("group {group}: {e}"));
             }
         }
@@ -1364,24 +1404,9 @@ impl MirrorSync {
         group: &str,
         wanted: &TopicPartitions,
     ) -> Result<BTreeMap<TopicPartition, CommittedOffset>, String> {
-        let conn = source
-            .any_connection()
+        let conn = coordinator_connection(source, group)
             .await
-            .map_err(|e| format!("cannot reach the source: {e}"))?;
-        let node = find_coordinator(conn, group).await?;
-        let known = source
-            .last_metadata()
-            .is_some_and(|m| m.brokers.contains_key(&node));
-        if !known {
-            source
-                .metadata(Some(&[]))
-                .await
-                .map_err(|e| format!("source metadata: {e}"))?;
-        }
-        let conn = source
-            .connection(node)
-            .await
-            .map_err(|e| format!("connecting to coordinator {node}: {e}"))?;
+            .map_err(|e| format!("source {e}"))?;
         offset_fetch(conn, group, wanted).await
     }
 
@@ -1457,12 +1482,63 @@ fn topic_errors(r: dataplane::wire::mirror::MirrorTopicsResponse) -> Result<(), 
     errors_to_result(&failed)
 }
 
-/// A connection to this broker, as a client: the address it advertises (loopback when
-/// that is a wildcard address).
-async fn connect_destination(
-    image: &MetadataImage,
-    mirror: &str,
-) -> Result<KafkaConnection, String> {
+/// This broker is the coordinator of `mirror`: it leads the `__mirror_state` partition
+/// of the mirror's name (reference §5.2). Before that topic exists, the lowest live
+/// broker is.
+pub fn is_mirror_coordinator(image: &MetadataImage, mirror: &str) -> bool {
+    match image.topic(super::MIRROR_STATE_TOPIC) {
+        Some(state) => {
+            let p = super::mirror_partition_for(mirror, state.partitions.len() as i32);
+            state
+                .partitions
+                .iter()
+                .any(|sp| sp.partition == p && sp.leader == image.node_id)
+        }
+        None => image
+            .live_brokers()
+            .first()
+            .is_none_or(|(id, _)| *id == image.node_id),
+    }
+}
+
+/// A connection to the coordinator of `group` in `cluster` (FindCoordinator, then the
+/// cluster's metadata when that broker is new to it).
+async fn coordinator_connection<'a>(
+    cluster: &'a mut SourceCluster,
+    group: &str,
+) -> Result<&'a mut KafkaConnection, String> {
+    let conn = cluster
+        .any_connection()
+        .await
+        .map_err(|e| format!("cannot reach the cluster: {e}"))?;
+    let node = find_coordinator(conn, group).await?;
+    let known = cluster
+        .last_metadata()
+        .is_some_and(|m| m.brokers.contains_key(&node));
+    if !known {
+        cluster
+            .metadata(Some(&[]))
+            .await
+            .map_err(|e| format!("metadata: {e}"))?;
+    }
+    cluster
+        .connection(node)
+        .await
+        .map_err(|e| format!("connecting to coordinator {node}: {e}"))
+}
+
+/// This broker's own cluster, as a client of it, bootstrapped from this broker.
+fn destination_cluster(image: &MetadataImage, mirror: &str) -> Result<SourceCluster, String> {
+    let config = ConnectionConfig::new(
+        &format!("twinlog-mirror-sync-{mirror}"),
+        DESTINATION_CONNECT_TIMEOUT,
+    );
+    SourceCluster::new(&own_address(image).to_string(), config)
+        .map_err(|e| format!("this cluster as a client: {e}"))
+}
+
+/// The address this broker advertises (loopback when that is a wildcard address).
+fn own_address(image: &MetadataImage) -> std::net::SocketAddr {
     let mut addr = image.advertised;
     if addr.ip().is_unspecified() {
         addr.set_ip(match addr.ip() {
@@ -1470,6 +1546,16 @@ async fn connect_destination(
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
         });
     }
+    addr
+}
+
+/// A connection to this broker, as a client: the address it advertises (loopback when
+/// that is a wildcard address).
+async fn connect_destination(
+    image: &MetadataImage,
+    mirror: &str,
+) -> Result<KafkaConnection, String> {
+    let addr = own_address(image);
     let config = ConnectionConfig::new(
         &format!("twinlog-mirror-sync-{mirror}"),
         DESTINATION_CONNECT_TIMEOUT,

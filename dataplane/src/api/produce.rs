@@ -72,6 +72,25 @@ pub fn read_only_reason(ctx: &ShardCtx, tp: &TopicPartition) -> Option<String> {
     }
 }
 
+/// The error code for a produce [`read_only_reason`] refuses: READ_ONLY_TOPIC, except
+/// for a partition being failed over whose gate this leader has not set yet (just
+/// elected): LEADER_NOT_AVAILABLE, which clients retry, so a failed-over partition that
+/// changes leader does not fail its producers for the moment the new leader's mirror
+/// manager takes to open the gate.
+fn read_only_code(ctx: &ShardCtx, tp: &TopicPartition) -> i16 {
+    let image = ctx.metadata.load();
+    let stopping = image
+        .topic(&tp.topic)
+        .and_then(|t| t.mirror())
+        .is_some_and(|(_, d)| d == crate::wire::mirror::DesiredMirrorState::Stopped);
+    let gate_unset = ctx.partition(tp).is_some_and(|p| p.mirror_gate().is_none());
+    if stopping && gate_unset {
+        ResponseError::LeaderNotAvailable.code()
+    } else {
+        crate::wire::mirror::errors::READ_ONLY_TOPIC
+    }
+}
+
 /// Appends one partition's record set on its owning shard; with `acks` = -1, waits (at
 /// most `timeout_ms`) until the ISR has it.
 pub async fn append_on_owner(
@@ -112,7 +131,7 @@ pub async fn append_on_owner(
     // a mirror's PREPARING truncated the log must not append after it.
     if let Some(message) = read_only_reason(&ctx, &tp) {
         return PartitionProduceResult {
-            error_code: crate::wire::mirror::errors::READ_ONLY_TOPIC,
+            error_code: read_only_code(&ctx, &tp),
             error_message: Some(message),
             ..PartitionProduceResult::empty()
         };

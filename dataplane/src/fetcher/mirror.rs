@@ -632,7 +632,7 @@ impl MirrorFetcher {
             .write()
             .await
             .map_err(|_| format!("partition {tp} is closed"))?;
-        if !self.contains(tp) {
+        if !self.contains(tp) || !partition.is_leader() {
             return Ok(true);
         }
         let end = log.log_end_offset().0;
@@ -968,7 +968,9 @@ impl MirrorFetcher {
             .write()
             .await
             .map_err(|_| FetchError::Closed(tp.clone()))?;
-        if self.with_state(tp, |s| s.accepts(generation)) != Some(true) {
+        if self.with_state(tp, |s| s.accepts(generation)) != Some(true) || !partition.is_leader() {
+            // Removed, or this broker no longer leads the partition: the fetcher is
+            // being stopped, and the new leader's copy is the one that grows.
             return Ok(());
         }
         let end = log.log_end_offset();
@@ -1039,7 +1041,8 @@ impl MirrorFetcher {
         let Ok(mut log) = partition.write().await else {
             return Ok(());
         };
-        if self.contains(tp) && source_log_start > log.log_start_offset().0 {
+        if self.contains(tp) && partition.is_leader() && source_log_start > log.log_start_offset().0
+        {
             let target = Offset(source_log_start.min(log.log_end_offset().0));
             if let Err(e) = log.advance_log_start_offset(target).await {
                 tracing::warn!(%tp, error = %e, "could not follow the source log start offset");
@@ -1093,7 +1096,7 @@ impl MirrorFetcher {
             .write()
             .await
             .map_err(|_| "partition is closed".to_string())?;
-        if !self.contains(tp) {
+        if !self.contains(tp) || !partition.is_leader() {
             return Ok(());
         }
         let end = log.log_end_offset().0;

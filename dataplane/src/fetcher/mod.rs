@@ -221,8 +221,14 @@ pub type StepResult<T> = Result<T, String>;
 
 /// The partition `tp` of this shard, or why a step cannot run on it.
 fn owned(ctx: &ShardCtx, tp: &TopicPartition) -> StepResult<Rc<crate::partition::Partition>> {
-    ctx.partition(tp)
-        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))
+    let p = ctx
+        .partition(tp)
+        .ok_or_else(|| format!("partition {tp} is not open on shard {}", ctx.id))?;
+    // Only the leader carries a mirror step out; its followers copy the result.
+    if !p.is_leader() {
+        return Err(format!("partition {tp} is not led by this broker"));
+    }
+    Ok(p)
 }
 
 /// PREPARING: truncates `tp` for the last mirrored epoch the source reported
@@ -277,11 +283,12 @@ pub async fn latest_epoch(ctx: &Rc<ShardCtx>, tp: &TopicPartition) -> StepResult
 /// STOPPING step 2: the epoch the partition's leader epoch must be raised above — the
 /// latest batch epoch in the log — or `None` when there is nothing to raise: no batch
 /// with an epoch, or this STOPPING's own MIRROR_PID_RESET is already the last batch (a
-/// re-run after a crash past step 5; raising again would disown that reset and write a
-/// second one).
+/// re-run after a crash past step 5, or on a new leader that replicated it; raising
+/// again would write a second one).
 pub async fn stop_epoch_to_exceed(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
+    source_cluster_id: &str,
 ) -> StepResult<Option<i32>> {
     let partition = owned(ctx, tp)?;
     let epoch = partition.leader_epoch().0;
@@ -289,7 +296,7 @@ pub async fn stop_epoch_to_exceed(
         .read()
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
-    if last_batch_is_own_pid_reset(&log, epoch).await? {
+    if last_batch_is_own_pid_reset(&log, epoch, source_cluster_id).await? {
         return Ok(None);
     }
     Ok(log.latest_epoch().map(|e| e.0))
@@ -331,6 +338,7 @@ pub fn prepare_target(
 pub async fn stop_truncate(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
+    source_cluster_id: &str,
 ) -> StepResult<Option<(i32, i64)>> {
     let partition = owned(ctx, tp)?;
     let mut log = partition
@@ -338,7 +346,7 @@ pub async fn stop_truncate(
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
     let epoch = partition.leader_epoch().0;
-    if last_batch_is_own_pid_reset(&log, epoch).await? {
+    if last_batch_is_own_pid_reset(&log, epoch, source_cluster_id).await? {
         return Ok(None);
     }
     let lso = log.last_stable_offset();
@@ -367,28 +375,45 @@ pub async fn stop_append_pid_reset(
         .await
         .map_err(|_| format!("partition {tp} is closed"))?;
     let epoch = partition.leader_epoch().0;
-    if last_batch_is_own_pid_reset(&log, epoch).await? {
-        return Ok(());
+    if !last_batch_is_own_pid_reset(&log, epoch, source_cluster_id).await? {
+        let now = now_ms();
+        let batch = build_mirror_pid_reset(source_cluster_id, now);
+        log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
+            .await
+            .map_err(|e| e.to_string())?;
+        if log.config().flush_messages > 1 {
+            // The reset is the failover's barrier: make it durable before STOPPED is
+            // persisted, whatever the topic's flush settings.
+            log.flush(now).await.map_err(|e| e.to_string())?;
+        }
     }
-    let now = now_ms();
-    let batch = build_mirror_pid_reset(source_cluster_id, now);
-    log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
+    let (end, min_isr) = (
+        log.log_end_offset(),
+        log.config().min_insync_replicas.max(1) as usize,
+    );
+    drop(log);
+    // acks=all (reference §4.5 on a cluster): the ISR has the truncation and the reset
+    // before STOPPED makes the partition writable, so no replica that could lead next
+    // lacks them. A re-run after a leader change waits again on the new leader.
+    crate::api::produce::wait_for_isr(&partition, end, min_isr, PID_RESET_REPLICATION_TIMEOUT_MS)
         .await
-        .map_err(|e| e.to_string())?;
-    if log.config().flush_messages > 1 {
-        // The reset is the failover's barrier: make it durable before STOPPED is
-        // persisted, whatever the topic's flush settings.
-        log.flush(now).await.map_err(|e| e.to_string())?;
-    }
-    Ok(())
+        .map_err(|(_, message)| format!("MIRROR_PID_RESET of {tp} not replicated: {message}"))
 }
 
-/// Whether the log ends with a MIRROR_PID_RESET written at `epoch` (this STOPPING's own).
-/// A reset mirrored from upstream (a chain, or a failback right after the other side
-/// failed over) carries a lower epoch: it does not count (audit B-11).
+/// How long STOPPING waits for the ISR to have its MIRROR_PID_RESET (a failed wait is
+/// retried with backoff, like any STOPPING step).
+const PID_RESET_REPLICATION_TIMEOUT_MS: i32 = 30_000;
+
+/// Whether the log ends with this STOPPING's own MIRROR_PID_RESET: one naming the
+/// mirror's source cluster (written by this leader or by one before it, whose followers
+/// replicated it), or, for a source without a cluster id, one written at `epoch`. A
+/// reset mirrored from upstream (a chain, or a failback right after the other side
+/// failed over) names another cluster and carries a lower epoch: it does not count
+/// (audit B-11).
 async fn last_batch_is_own_pid_reset(
     log: &crate::log::PartitionLog,
     epoch: i32,
+    source_cluster_id: &str,
 ) -> StepResult<bool> {
     let end = log.log_end_offset();
     if end.0 == 0 || end <= log.log_start_offset() {
@@ -407,9 +432,13 @@ async fn last_batch_is_own_pid_reset(
     }
     Ok(last.is_some_and(|b| {
         b.last_offset().0 == end.0 - 1
-            && b.partition_leader_epoch().0 >= epoch
             && b.is_control()
-            && matches!(b.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset)
+            && matches!(b.control_record(), Ok(c) if c.kind == ControlType::MirrorPidReset
+            && if source_cluster_id.is_empty() {
+                b.partition_leader_epoch().0 >= epoch
+            } else {
+                c.source_cluster_id.as_deref() == Some(source_cluster_id)
+            })
     }))
 }
 

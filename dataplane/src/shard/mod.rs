@@ -290,6 +290,21 @@ impl ShardCtx {
             .detach();
         }
         crate::fetcher::replica::ReplicaFetchers::follow(self, tp, &p.leadership());
+        if !p.is_leader() {
+            // Only the leader runs a partition's mirror fetcher (reference §6.1): a
+            // follower replicates the mirrored batches from the new leader instead, and
+            // its gate is set again if it leads again.
+            p.set_mirror_gate(None);
+            if self.mirror_fetchers.status(tp).is_some() {
+                let ctx = Rc::clone(self);
+                let tp = tp.clone();
+                glommio::spawn_local(async move {
+                    crate::fetcher::MirrorFetcherManager::remove_partition(&ctx, &tp).await;
+                    tracing::info!(%tp, "mirror fetcher stopped: this broker no longer leads the partition");
+                })
+                .detach();
+            }
+        }
     }
 
     /// Deletes a partition's log and directory.

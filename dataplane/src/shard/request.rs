@@ -66,11 +66,19 @@ pub enum ShardRequest {
     StopMirrorFetchers { mirror: String },
     /// PREPARING's truncation for the (LME, LME offset) the source reported.
     PrepareMirrorPartition { tp: TopicPartition, lme: (i32, i64) },
-    /// STOPPING step 2: the epoch to raise the partition's leader epoch above.
-    StopEpochToExceed { tp: TopicPartition },
+    /// STOPPING step 2: the epoch to raise the partition's leader epoch above. Every
+    /// STOPPING step names the mirror's source cluster: the MIRROR_PID_RESET naming it
+    /// is this STOPPING's own (written here or by a leader before this one).
+    StopEpochToExceed {
+        tp: TopicPartition,
+        source_cluster_id: String,
+    },
     /// STOPPING step 3: truncation to the LSO; the LME to record.
-    StopTruncate { tp: TopicPartition },
-    /// STOPPING step 5: the MIRROR_PID_RESET control batch.
+    StopTruncate {
+        tp: TopicPartition,
+        source_cluster_id: String,
+    },
+    /// STOPPING step 5: the MIRROR_PID_RESET control batch, then the wait for the ISR.
     StopAppendPidReset {
         tp: TopicPartition,
         source_cluster_id: String,
@@ -383,11 +391,17 @@ pub async fn serve(
             .await
             .map(ShardReply::Truncated)
             .map_err(step),
-        R::StopEpochToExceed { tp } => fetcher::stop_epoch_to_exceed(ctx, &tp)
+        R::StopEpochToExceed {
+            tp,
+            source_cluster_id,
+        } => fetcher::stop_epoch_to_exceed(ctx, &tp, &source_cluster_id)
             .await
             .map(ShardReply::EpochToExceed)
             .map_err(step),
-        R::StopTruncate { tp } => fetcher::stop_truncate(ctx, &tp)
+        R::StopTruncate {
+            tp,
+            source_cluster_id,
+        } => fetcher::stop_truncate(ctx, &tp, &source_cluster_id)
             .await
             .map(ShardReply::Lme)
             .map_err(step),
