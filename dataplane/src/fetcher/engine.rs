@@ -506,6 +506,10 @@ pub enum FetchError {
     },
     #[error("restarting the log at the source batch: {0}")]
     Restart(String),
+    /// No source broker answers (reference §6.3: an IO error fails the partition, and
+    /// the FAILED retry with backoff brings it back once the source is reachable).
+    #[error("the source cluster is unreachable: {0}")]
+    SourceUnreachable(String),
 }
 
 impl FetchError {
@@ -522,7 +526,8 @@ impl FetchError {
             | FetchError::Closed(_)
             | FetchError::Straddle { .. }
             | FetchError::EpochBump(_)
-            | FetchError::Restart(_) => true,
+            | FetchError::Restart(_)
+            | FetchError::SourceUnreachable(_) => true,
         }
     }
 }

@@ -300,6 +300,15 @@ impl MirrorFetcher {
                         }
                         metadata = Some(m);
                     }
+                    Err(e)
+                        if e.breaks_connection()
+                            || matches!(e, ClientError::NoBrokerReachable { .. }) =>
+                    {
+                        for (tp, _) in &ready {
+                            self.fail(&ctx, tp, FetchError::SourceUnreachable(e.to_string()));
+                        }
+                        continue;
+                    }
                     Err(e) => {
                         for (tp, _) in &ready {
                             self.backoff(tp, format!("source metadata: {e}"));

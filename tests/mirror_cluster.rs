@@ -1,0 +1,349 @@
+//! Mirroring between two three-node clusters (replication factor 3 on both, each node
+//! in a network namespace of its own; loopback and SIGSTOP where namespaces cannot be
+//! made), adapted from the KIP-1279 system-test scenarios:
+//!
+//! * a copy made under a transactional and idempotent load while the destination leader
+//!   of a mirrored partition is SIGKILLed mid-copy: its fetcher moves to the new leader
+//!   with the partition's state (read back from the `__mirror_state` coordinator, on
+//!   whichever broker leads its partition), and afterwards every replica of every
+//!   mirrored partition on both clusters holds the same bytes;
+//! * the link between the clusters cut for 30 s (every source node cut off): the
+//!   partitions go FAILED (source unreachable), are retried with backoff, and resume
+//!   once the source is back with no gap and no duplicate;
+//! * failover with a destination leader SIGKILLed in the middle of it: every partition
+//!   ends STOPPED with exactly one MIRROR_PID_RESET after the mirrored data on every
+//!   replica, and producers write to the destination at once.
+//!
+//! Run alone: `cargo test -p twinlog --test mirror_cluster` (as root for namespaces).
+
+mod mirror_support;
+mod support;
+
+use std::collections::BTreeMap;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use dataplane::wire::control::ControlType;
+use dataplane::wire::mirror::{DescribedMirror, DescribedMirrorPartition};
+use mirror_support::{add_topics, create_mirror, read_log, remove_topics, rpc};
+use support::cluster::*;
+use support::netns::Net;
+use support::{
+    assert_success, missing_python_modules, run_python, skip_if, summary_field, venv_python, Broker,
+};
+
+const TOPIC: &str = "orders";
+const PARTITIONS: i32 = 6;
+const SOURCE: [usize; 3] = [0, 1, 2];
+const DESTINATION: [usize; 3] = [3, 4, 5];
+/// The destination cluster's id (the source has the harness's [`Broker::TEST_CLUSTER_ID`]).
+const DESTINATION_CLUSTER_ID: &str = "RGVzdGluYXRpb25DbHVzdA";
+
+const EXTRA: &str = r#"
+"mirror.state.topic.num.partitions" = 3
+"mirror.failed.retry.initial.backoff.ms" = 200
+"mirror.failed.retry.max.backoff.ms" = 2000
+"mirror.metadata.refresh.interval.ms" = 2000
+"#;
+
+type Nodes = Vec<Option<Broker>>;
+
+fn start(net: &Net, ids: &[usize], cluster_id: &str) -> Nodes {
+    let nodes: Nodes = start_nodes_of(net, ids, ids, "broker,controller", EXTRA, cluster_id)
+        .into_iter()
+        .map(Some)
+        .collect();
+    wait_brokers(&nodes, ids.len());
+    nodes
+}
+
+/// DescribeMirrors of `mirror` on every running node, merged: each broker reports the
+/// partitions it leads.
+fn describe_all(nodes: &Nodes, mirror: &str) -> BTreeMap<i32, DescribedMirrorPartition> {
+    let mut out = BTreeMap::new();
+    for n in nodes.iter().flatten() {
+        let Some(_) = connect(&n.bootstrap()) else {
+            continue;
+        };
+        let request = dataplane::wire::mirror::MirrorRequest::DescribeMirrors(
+            dataplane::wire::mirror::DescribeMirrorsRequest {
+                mirror_names: Some(vec![mirror.to_string()]),
+                ..Default::default()
+            },
+        );
+        let described: Option<DescribedMirror> =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                rpc(&n.bootstrap(), request)
+            }))
+            .ok()
+            .and_then(|r| match r {
+                dataplane::wire::mirror::MirrorResponse::DescribeMirrors(mut r)
+                    if !r.mirrors.is_empty() =>
+                {
+                    Some(r.mirrors.remove(0))
+                }
+                _ => None,
+            });
+        for t in described.into_iter().flat_map(|d| d.topics) {
+            for p in t.partitions {
+                out.insert(p.partition, p);
+            }
+        }
+    }
+    out
+}
+
+/// The states of the mirrored partitions, for messages.
+fn states(d: &BTreeMap<i32, DescribedMirrorPartition>) -> String {
+    d.values()
+        .map(|p| {
+            format!(
+                "{}:{}@{}{}",
+                p.partition,
+                p.state,
+                p.destination_offset,
+                p.error_message
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The node index that leads `partition` of `TOPIC` in `nodes` (by its Metadata).
+fn leader_index(nodes: &Nodes, partition: i32) -> usize {
+    until(Duration::from_secs(30), || {
+        for n in nodes.iter().flatten() {
+            if let Some((leader, _)) = leaders(n, TOPIC).get(&partition) {
+                if *leader >= 0 {
+                    return Ok(*leader as usize);
+                }
+            }
+        }
+        Err(format!("no leader of {TOPIC}-{partition}"))
+    })
+}
+
+fn node(nodes: &Nodes, index: usize) -> &Broker {
+    nodes
+        .iter()
+        .flatten()
+        .find(|n| node_id(n) == index)
+        .unwrap_or_else(|| panic!("node {index} is not running"))
+}
+
+/// A node's id, from the config it was started with.
+fn node_id(n: &Broker) -> usize {
+    std::fs::read_to_string(n.dir().join("twinlog.toml"))
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("\"node.id\" = "))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .expect("node.id in the config")
+}
+
+/// Each partition's log end on its leader in `nodes`.
+fn log_ends(nodes: &Nodes) -> BTreeMap<i32, i64> {
+    (0..PARTITIONS)
+        .map(|p| {
+            let leader = node(nodes, leader_index(nodes, p));
+            let end = read_log(&leader.bootstrap(), TOPIC, p)
+                .last()
+                .map_or(0, |b| b.next_offset().0);
+            (p, end)
+        })
+        .collect()
+}
+
+/// Waits until every mirrored partition is MIRRORING at the source's log end.
+fn wait_caught_up(source: &Nodes, destination: &Nodes, what: &str) {
+    let ends = log_ends(source);
+    until(Duration::from_secs(180), || {
+        let d = describe_all(destination, "dr");
+        let ok = ends.iter().all(|(p, end)| {
+            d.get(p)
+                .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == *end)
+        });
+        done(
+            ok,
+            format!("{what}: ends {ends:?}, destination {}", states(&d)),
+        )
+    });
+}
+
+/// Every replica of every partition on both clusters holds the same bytes.
+fn assert_all_replicas_identical(source: &Nodes, destination: &Nodes) {
+    assert_replicas_identical(source, TOPIC, PARTITIONS);
+    assert_replicas_identical(destination, TOPIC, PARTITIONS);
+    for p in 0..PARTITIONS {
+        let a = replica_bytes(&node(source, SOURCE[0]).data_dir(), TOPIC, p);
+        let b = replica_bytes(&node(destination, DESTINATION[0]).data_dir(), TOPIC, p);
+        assert!(
+            a == b,
+            "{TOPIC}-{p}: source and destination replicas differ ({} and {} bytes)",
+            a.len(),
+            b.len()
+        );
+    }
+}
+
+fn load(py: &std::path::Path, nodes: &Nodes, extra: &[&str]) -> String {
+    let bootstrap = bootstrap_all(nodes);
+    let p = PARTITIONS.to_string();
+    let mut a = vec![
+        "--bootstrap",
+        &bootstrap,
+        "--topic",
+        TOPIC,
+        "--partitions",
+        &p,
+    ];
+    a.extend_from_slice(extra);
+    let out = run_python(py, "mirror_load.py", &a, Duration::from_secs(240));
+    assert_success(&out, nodes.iter().flatten().next().expect("a node"));
+    out.stdout
+}
+
+#[test]
+fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fails_over() {
+    let test =
+        "mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fails_over";
+    let py = venv_python();
+    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), test) {
+        return;
+    }
+    let net = Net::new(6);
+    let source = start(&net, &SOURCE, Broker::TEST_CLUSTER_ID);
+    let mut destination = start(&net, &DESTINATION, DESTINATION_CLUSTER_ID);
+    create_topic(&source, TOPIC, PARTITIONS, &[]);
+    wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
+    let out = load(&py, &source, &["--count", "40000", "--txn-rounds", "4"]);
+    assert_eq!(summary_field(&out, "acked"), 40_000);
+
+    // The mirror, created and fed through any destination node.
+    let dest_any = node(&destination, DESTINATION[1]).bootstrap();
+    // Timeouts short enough that a cut link shows within the cut.
+    let timeouts = [
+        ("request.timeout.ms", "5000"),
+        ("socket.connection.setup.timeout.ms", "2000"),
+    ];
+    let r = create_mirror(&dest_any, "dr", &bootstrap_all(&source), &timeouts);
+    assert_eq!(r.error_code, 0, "create mirror: {r:?}");
+    let r = add_topics(&dest_any, "dr", &[TOPIC]);
+    assert_eq!(r.error_code, 0, "add topics: {r:?}");
+
+    // SIGKILL the destination leader of partition 0 as soon as it mirrors.
+    until(Duration::from_secs(60), || {
+        let d = describe_all(&destination, "dr");
+        done(
+            d.get(&0).is_some_and(|p| p.state == "MIRRORING"),
+            states(&d),
+        )
+    });
+    let victim = leader_index(&destination, 0);
+    eprintln!("[mirror-cluster] SIGKILL of destination node {victim}, the leader of {TOPIC}-0");
+    let slot = destination
+        .iter()
+        .position(|n| n.as_ref().is_some_and(|n| node_id(n) == victim))
+        .expect("victim");
+    let mut killed = destination[slot].take().expect("running");
+    killed.kill9();
+    until(Duration::from_secs(30), || {
+        let l = leader_index(&destination, 0);
+        done(l != victim, format!("{TOPIC}-0 still led by {l}"))
+    });
+    wait_caught_up(&source, &destination, "after the leader's death");
+    killed.restart_after_stop();
+    destination[slot] = Some(killed);
+    wait_isr(node(&destination, DESTINATION[0]), TOPIC, PARTITIONS, 3);
+    wait_caught_up(&source, &destination, "with the killed node back");
+    assert_all_replicas_identical(&source, &destination);
+
+    // The link between the clusters cut for 30 s: FAILED, retried, resumed.
+    for (i, n) in source.iter().enumerate() {
+        net.cut(SOURCE[i], n.as_ref().expect("running"));
+    }
+    let cut_at = Instant::now();
+    let mut failed_seen = None;
+    while cut_at.elapsed() < Duration::from_secs(30) {
+        let d = describe_all(&destination, "dr");
+        if failed_seen.is_none() && d.values().any(|p| p.state == "FAILED") {
+            eprintln!(
+                "[mirror-cluster] {:?} into the cut: {}",
+                cut_at.elapsed(),
+                states(&d)
+            );
+            failed_seen = Some(cut_at.elapsed());
+        }
+        thread::sleep(Duration::from_millis(500));
+    }
+    for (i, n) in source.iter().enumerate() {
+        net.heal(SOURCE[i], n.as_ref().expect("running"));
+    }
+    assert!(
+        failed_seen.is_some(),
+        "no partition went FAILED while the source was unreachable: {}",
+        states(&describe_all(&destination, "dr"))
+    );
+    wait_brokers(&source, 3);
+    wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
+    let out = load(&py, &source, &["--count", "10000", "--prefix", "late"]);
+    assert_eq!(summary_field(&out, "acked"), 10_000);
+    wait_caught_up(&source, &destination, "after the cut");
+    assert_all_replicas_identical(&source, &destination);
+    let before = log_ends(&destination);
+
+    // Failover, with the leader of partition 1 SIGKILLed in the middle of STOPPING.
+    let r = remove_topics(&dest_any, "dr", &[TOPIC]);
+    assert_eq!(r.error_code, 0, "remove: {r:?}");
+    let victim = leader_index(&destination, 1);
+    let slot = destination
+        .iter()
+        .position(|n| n.as_ref().is_some_and(|n| node_id(n) == victim))
+        .expect("victim");
+    destination[slot].as_mut().expect("running").kill9();
+    eprintln!("[mirror-cluster] SIGKILL of destination node {victim} during STOPPING");
+    until(Duration::from_secs(60), || {
+        let d = describe_all(&destination, "dr");
+        done(
+            d.len() == PARTITIONS as usize && d.values().all(|p| p.state == "STOPPED"),
+            states(&d),
+        )
+    });
+    destination[slot]
+        .as_mut()
+        .expect("stopped node")
+        .restart_after_stop();
+    wait_isr(node(&destination, DESTINATION[0]), TOPIC, PARTITIONS, 3);
+    assert_replicas_identical(&destination, TOPIC, PARTITIONS);
+    // Every partition: the mirrored data, then exactly one MIRROR_PID_RESET.
+    for p in 0..PARTITIONS {
+        let leader = node(&destination, leader_index(&destination, p));
+        let batches = read_log(&leader.bootstrap(), TOPIC, p);
+        let resets: Vec<i64> = batches
+            .iter()
+            .filter(|b| {
+                b.is_control()
+                    && b.control_record()
+                        .is_ok_and(|c| c.kind == ControlType::MirrorPidReset)
+            })
+            .map(|b| b.base_offset().0)
+            .collect();
+        assert_eq!(
+            resets,
+            vec![before[&p]],
+            "{TOPIC}-{p}: one MIRROR_PID_RESET right after the mirrored data"
+        );
+    }
+    // Writable at once, on every partition.
+    let out = load(&py, &destination, &["--count", "3000", "--prefix", "post"]);
+    assert_eq!(summary_field(&out, "acked"), 3000);
+    for n in source.iter().chain(destination.iter()).flatten() {
+        let (_, _, panicked) = n.log_problems();
+        assert!(!panicked, "a node panicked\n{}", n.log_tail(60));
+    }
+}
