@@ -1318,6 +1318,9 @@ impl MirrorSync {
         // partition's log range on its leader (any broker of a cluster may run the sync).
         let image = self.metadata.load();
         let mut dest = destination_cluster(&image, mirror_name)?;
+        dest.metadata(Some(&[]))
+            .await
+            .map_err(|e| format!("this cluster's metadata: {e}"))?;
         let mut ranges = BTreeMap::new();
         let mut by_leader: BTreeMap<i32, TopicPartitions> = BTreeMap::new();
         for (topic, parts) in &wanted {

@@ -12,6 +12,7 @@ pub mod throttle;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::time::Duration;
 
 use crate::log::AppendKind;
 use crate::metadata::MirrorImage;
@@ -254,20 +255,133 @@ pub async fn prepare_partition(
         end.0,
     );
     let target = Offset(target);
-    if end <= target {
-        return Ok(0);
-    }
-    let discarded = end.0 - target.0;
-    if target <= log.log_start_offset() {
-        log.truncate_fully_and_start_at(target)
-            .await
-            .map_err(|e| e.to_string())?;
+    let truncated_at = now_ms();
+    let discarded = if end <= target {
+        0
     } else {
-        log.truncate_to(target).await.map_err(|e| e.to_string())?;
-    }
-    let new_end = log.log_end_offset();
-    tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded, "PREPARING truncated the log to the last mirrored epoch");
+        if target <= log.log_start_offset() {
+            log.truncate_fully_and_start_at(target)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else {
+            log.truncate_to(target).await.map_err(|e| e.to_string())?;
+        }
+        let new_end = log.log_end_offset();
+        tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded = end.0 - target.0, "PREPARING truncated the log to the last mirrored epoch");
+        end.0 - target.0
+    };
+    let (leader_end, min_isr) = (
+        log.log_end_offset().0,
+        log.config().min_insync_replicas.max(1) as usize,
+    );
+    drop(log);
+    let every_replica = ctx
+        .metadata
+        .load()
+        .topic(&tp.topic)
+        .and_then(|t| t.configs.get(SUPPORT_UNCLEAN_ELECTION_CONFIG))
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    await_converged(
+        &partition,
+        Convergence {
+            leader_end,
+            since_ms: truncated_at,
+            min_isr,
+            every_replica,
+        },
+    )
+    .await?;
     Ok(discarded)
+}
+
+/// The topic config that makes PREPARING wait for every assigned replica, not only the
+/// ISR (reference §3.5, §10.3).
+pub const SUPPORT_UNCLEAN_ELECTION_CONFIG: &str = "mirror.support.unclean.leader.election";
+
+/// How long PREPARING waits for the replicas to converge (then it fails, retryable).
+const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What PREPARING's second phase waits for (reference §4.5, "two-phase convergence").
+#[derive(Debug, Clone, Copy)]
+struct Convergence {
+    /// The leader's log end after its truncation.
+    leader_end: i64,
+    /// When the leader truncated: a follower's position counts from a fetch after it.
+    since_ms: i64,
+    min_isr: usize,
+    /// `mirror.support.unclean.leader.election`: every assigned replica, in the ISR.
+    every_replica: bool,
+}
+
+/// Why the replicas have not converged yet (`None`: they have). The relevant replicas
+/// are the ISR's followers (every assigned replica with `every_replica`, which also
+/// needs the whole assignment in the ISR); each must have fetched since the truncation
+/// from no further than the leader's end, so that none keeps a record the leader cut
+/// and could bring it back by being elected.
+fn not_converged(
+    leadership: &crate::partition::Leadership,
+    followers: &std::collections::BTreeMap<i32, crate::partition::FollowerState>,
+    node: i32,
+    c: Convergence,
+) -> Option<String> {
+    if c.every_replica && leadership.isr.len() < leadership.replicas.len() {
+        return Some(format!(
+            "ISR {:?} is not every replica {:?} ({SUPPORT_UNCLEAN_ELECTION_CONFIG}=true)",
+            leadership.isr, leadership.replicas
+        ));
+    }
+    if leadership.isr.len() < c.min_isr {
+        return Some(format!(
+            "ISR {:?} is below min.insync.replicas {}",
+            leadership.isr, c.min_isr
+        ));
+    }
+    let relevant = if c.every_replica {
+        &leadership.replicas
+    } else {
+        &leadership.isr
+    };
+    for r in relevant.iter().filter(|r| **r != node) {
+        match followers.get(r) {
+            Some(f) if f.last_fetch_ms >= c.since_ms && f.log_end <= c.leader_end => {}
+            Some(f) => {
+                return Some(format!(
+                    "replica {r} is at {} (leader end {})",
+                    f.log_end, c.leader_end
+                ))
+            }
+            None => return Some(format!("replica {r} has not fetched")),
+        }
+    }
+    None
+}
+
+/// Waits until [`not_converged`] says nothing, or fails after [`CONVERGENCE_TIMEOUT`].
+async fn await_converged(
+    partition: &crate::partition::Partition,
+    c: Convergence,
+) -> StepResult<()> {
+    let started = std::time::Instant::now();
+    loop {
+        if !partition.is_leader() {
+            return Err(format!(
+                "partition {} is not led by this broker",
+                partition.topic_partition()
+            ));
+        }
+        let leadership = partition.leadership();
+        let node = leadership.leader;
+        match not_converged(&leadership, &partition.followers(), node, c) {
+            None => return Ok(()),
+            Some(why) if started.elapsed() >= CONVERGENCE_TIMEOUT => {
+                return Err(format!(
+                    "the replicas of {} did not converge after PREPARING's truncation: {why}",
+                    partition.topic_partition()
+                ))
+            }
+            Some(_) => glommio::timer::sleep(Duration::from_millis(50)).await,
+        }
+    }
 }
 
 /// The latest batch epoch in the log (`None`: no batches with an epoch).
@@ -448,7 +562,70 @@ async fn last_batch_is_own_pid_reset(
 
 #[cfg(test)]
 mod tests {
-    use super::prepare_target;
+    use std::collections::BTreeMap;
+
+    use super::{not_converged, prepare_target, Convergence};
+    use crate::partition::{FollowerState, Leadership};
+    use crate::types::LeaderEpoch;
+
+    #[test]
+    fn preparing_completes_once_every_relevant_replica_fetched_from_the_cut() {
+        let leadership = |isr: &[i32]| Leadership {
+            leader: 1,
+            leader_epoch: LeaderEpoch(4),
+            partition_epoch: 0,
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+        };
+        let at = |log_end, last_fetch_ms| FollowerState {
+            log_end,
+            last_caught_up_ms: 0,
+            last_fetch_ms,
+            last_fetch_leader_end: 0,
+        };
+        let c = Convergence {
+            leader_end: 100,
+            since_ms: 1_000,
+            min_isr: 2,
+            every_replica: false,
+        };
+        let followers =
+            |two: FollowerState, three: FollowerState| BTreeMap::from([(2, two), (3, three)]);
+        let converged = followers(at(100, 1_001), at(90, 1_002));
+        assert_eq!(
+            not_converged(&leadership(&[1, 2, 3]), &converged, 1, c),
+            None
+        );
+        // A follower still past the cut, or whose last fetch is from before it.
+        let ahead = followers(at(150, 1_001), at(90, 1_002));
+        assert!(not_converged(&leadership(&[1, 2, 3]), &ahead, 1, c).is_some());
+        let stale = followers(at(100, 999), at(90, 1_002));
+        assert!(not_converged(&leadership(&[1, 2, 3]), &stale, 1, c).is_some());
+        // Out of the ISR it does not count, unless every replica must converge.
+        let out = followers(at(100, 1_001), at(150, 500));
+        assert_eq!(not_converged(&leadership(&[1, 2]), &out, 1, c), None);
+        let all = Convergence {
+            every_replica: true,
+            ..c
+        };
+        let why = not_converged(&leadership(&[1, 2]), &out, 1, all).expect("waits");
+        assert!(why.contains("every replica"), "{why}");
+        assert!(not_converged(&leadership(&[1, 2, 3]), &out, 1, all).is_some());
+        assert_eq!(
+            not_converged(&leadership(&[1, 2, 3]), &converged, 1, all),
+            None
+        );
+        // Below min.insync.replicas nothing completes.
+        assert!(not_converged(&leadership(&[1]), &converged, 1, c).is_some());
+        // A partition with no other replica completes at once.
+        let alone = Leadership {
+            replicas: vec![1],
+            isr: vec![1],
+            ..leadership(&[1])
+        };
+        let one = Convergence { min_isr: 1, ..c };
+        assert_eq!(not_converged(&alone, &BTreeMap::new(), 1, one), None);
+    }
 
     #[test]
     fn preparing_cuts_at_the_lme_epoch_end_and_never_past_its_offset() {
