@@ -347,3 +347,239 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
         assert!(!panicked, "a node panicked\n{}", n.log_tail(60));
     }
 }
+
+/// The last stable offset of `topic`-`partition` on its leader in `nodes` (ListOffsets,
+/// read_committed, latest).
+fn last_stable_offset(nodes: &Nodes, topic: &str, partition: i32) -> i64 {
+    use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+    use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let leader = node(nodes, leader_of(nodes, topic, partition));
+    let mut c = connect(&leader.bootstrap()).expect("connect to the leader");
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_isolation_level(1)
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(partition)
+                .with_current_leader_epoch(-1)
+                .with_timestamp(-1)])]);
+    let r = c.send(&req, 4).expect("ListOffsets");
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(p.error_code, 0, "ListOffsets {topic}-{partition}: {p:?}");
+    p.offset
+}
+
+/// The node index that leads `topic`-`partition` in `nodes`.
+fn leader_of(nodes: &Nodes, topic: &str, partition: i32) -> usize {
+    until(Duration::from_secs(30), || {
+        for n in nodes.iter().flatten() {
+            if let Some((leader, _)) = leaders(n, topic).get(&partition) {
+                if *leader >= 0 {
+                    return Ok(*leader as usize);
+                }
+            }
+        }
+        Err(format!("no leader of {topic}-{partition}"))
+    })
+}
+
+/// Batches of every partition of `topic` read from each cluster's leaders are the same.
+fn assert_leaders_identical(a: &Nodes, b: &Nodes, topic: &str, partitions: i32) {
+    for p in 0..partitions {
+        let left = read_log(&node(a, leader_of(a, topic, p)).bootstrap(), topic, p);
+        let right = read_log(&node(b, leader_of(b, topic, p)).bootstrap(), topic, p);
+        assert_eq!(left.len(), right.len(), "{topic}-{p}: batch counts differ");
+        for (x, y) in left.iter().zip(&right) {
+            assert_eq!(
+                x.as_bytes(),
+                y.as_bytes(),
+                "{topic}-{p}: batch at offset {} differs",
+                x.base_offset().0
+            );
+        }
+    }
+}
+
+/// Stop with a pending transaction, then failback with writes on both sides:
+/// after failover each partition of the destination ends exactly at the source's LSO
+/// plus one MIRROR_PID_RESET and read_committed consumers read to the end there; then
+/// the old source, which took writes of its own meanwhile, mirrors back from the new
+/// primary: its PREPARING asks every broker of the other cluster for the LMEs, discards
+/// exactly its own post-failover records (the open transaction's and its tail), and it
+/// ends with the new primary's log on every replica.
+#[test]
+fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters() {
+    let test = "a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters";
+    let py = venv_python();
+    if skip_if(missing_python_modules(&py, &["confluent_kafka"]), test) {
+        return;
+    }
+    const LEDGER: &str = "ledger";
+    const PARTS: i32 = 3;
+    let net = Net::new(6);
+    let source = start(&net, &SOURCE, Broker::TEST_CLUSTER_ID);
+    let destination = start(&net, &DESTINATION, DESTINATION_CLUSTER_ID);
+    create_topic(&source, LEDGER, PARTS, &[]);
+    wait_isr(node(&source, 0), LEDGER, PARTS, 3);
+    let run = |nodes: &Nodes, extra: &[&str]| {
+        let bootstrap = bootstrap_all(nodes);
+        let p = PARTS.to_string();
+        let mut a = vec!["--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p];
+        a.extend_from_slice(extra);
+        let out = run_python(&py, "mirror_load.py", &a, Duration::from_secs(240));
+        assert_success(&out, nodes.iter().flatten().next().expect("a node"));
+        out.stdout
+    };
+    run(&source, &["--count", "6000", "--txn-rounds", "2"]);
+    // A transaction left open on the source.
+    let bootstrap = bootstrap_all(&source);
+    let p = PARTS.to_string();
+    let mut open = support::spawn_python(
+        &py,
+        "mirror_load.py",
+        &[
+            "--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p, "--txn-rounds",
+            "1", "--txn-records", "30", "--open-txn", "--prefix", "open", "--txn-id", "open-txn",
+            "--txn-timeout-ms", "600000",
+        ],
+        node(&source, 0).dir(),
+        "open-txn",
+    );
+    let lsos: BTreeMap<i32, i64> = until(Duration::from_secs(60), || {
+        let lsos: BTreeMap<i32, i64> = (0..PARTS)
+            .map(|p| (p, last_stable_offset(&source, LEDGER, p)))
+            .collect();
+        let ends: BTreeMap<i32, i64> = (0..PARTS)
+            .map(|p| {
+                let leader = node(&source, leader_of(&source, LEDGER, p));
+                let end = read_log(&leader.bootstrap(), LEDGER, p)
+                    .last()
+                    .map_or(0, |b| b.next_offset().0);
+                (p, end)
+            })
+            .collect();
+        let open_everywhere = (0..PARTS).all(|p| ends[&p] > lsos[&p]);
+        if open_everywhere {
+            Ok(lsos)
+        } else {
+            Err(format!("the open transaction is not in every partition yet: LSOs {lsos:?}, ends {ends:?}"))
+        }
+    });
+
+    let dest_any = node(&destination, DESTINATION[2]).bootstrap();
+    let r = create_mirror(&dest_any, "dr", &bootstrap_all(&source), &[]);
+    assert_eq!(r.error_code, 0, "create mirror: {r:?}");
+    let r = add_topics(&dest_any, "dr", &[LEDGER]);
+    assert_eq!(r.error_code, 0, "add topics: {r:?}");
+    // Caught up, the open transaction's records included.
+    until(Duration::from_secs(120), || {
+        let d = describe_all(&destination, "dr");
+        let ends: Vec<i64> = (0..PARTS)
+            .map(|p| {
+                read_log(&node(&source, leader_of(&source, LEDGER, p)).bootstrap(), LEDGER, p)
+                    .last()
+                    .map_or(0, |b| b.next_offset().0)
+            })
+            .collect();
+        let ok = (0..PARTS).all(|p| {
+            d.get(&p).is_some_and(|x| {
+                x.state == "MIRRORING" && x.destination_offset == ends[p as usize]
+            })
+        });
+        done(ok, format!("ends {ends:?}, destination {}", states(&d)))
+    });
+
+    // Failover with the transaction still open.
+    let r = remove_topics(&dest_any, "dr", &[LEDGER]);
+    assert_eq!(r.error_code, 0, "remove: {r:?}");
+    until(Duration::from_secs(60), || {
+        let d = describe_all(&destination, "dr");
+        done(
+            d.len() == PARTS as usize && d.values().all(|p| p.state == "STOPPED"),
+            states(&d),
+        )
+    });
+    for p in 0..PARTS {
+        let leader = node(&destination, leader_of(&destination, LEDGER, p));
+        let batches = read_log(&leader.bootstrap(), LEDGER, p);
+        let last = batches.last().expect("batches");
+        assert!(
+            last.is_control()
+                && last
+                    .control_record()
+                    .is_ok_and(|c| c.kind == ControlType::MirrorPidReset),
+            "{LEDGER}-{p}: the log ends with the reset"
+        );
+        assert_eq!(
+            last.base_offset().0,
+            lsos[&p],
+            "{LEDGER}-{p}: cut at the source's LSO, then one MIRROR_PID_RESET"
+        );
+    }
+    assert_replicas_identical(&destination, LEDGER, PARTS);
+    // read_committed reads to the end, without the open transaction's records.
+    let consume = |nodes: &Nodes| {
+        let bootstrap = bootstrap_all(nodes);
+        let p = PARTS.to_string();
+        let out = run_python(
+            &py,
+            "mirror_consume.py",
+            &["--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p],
+            Duration::from_secs(120),
+        );
+        assert_success(&out, nodes.iter().flatten().next().expect("a node"));
+        out.stdout
+    };
+    let seen = consume(&destination);
+    assert!(
+        seen.contains("\"complete\": true") && !seen.contains("\"open\""),
+        "read_committed on the new primary: {seen}"
+    );
+
+    // Writes on both sides: the old source takes a tail of its own, the new primary new data.
+    run(&source, &["--count", "300", "--prefix", "tail"]);
+    run(&destination, &["--count", "2000", "--prefix", "post"]);
+    let _ = open.kill();
+    let _ = open.wait();
+
+    // Failback: the old source mirrors from the new primary.
+    let source_any = node(&source, SOURCE[1]).bootstrap();
+    let r = create_mirror(&source_any, "back", &bootstrap_all(&destination), &[]);
+    assert_eq!(r.error_code, 0, "create mirror back: {r:?}");
+    let r = add_topics(&source_any, "back", &[LEDGER]);
+    assert_eq!(r.error_code, 0, "add topics back: {r:?}");
+    until(Duration::from_secs(120), || {
+        let d = describe_all(&source, "back");
+        let ends: Vec<i64> = (0..PARTS)
+            .map(|p| {
+                read_log(
+                    &node(&destination, leader_of(&destination, LEDGER, p)).bootstrap(),
+                    LEDGER,
+                    p,
+                )
+                .last()
+                .map_or(0, |b| b.next_offset().0)
+            })
+            .collect();
+        let ok = (0..PARTS).all(|p| {
+            d.get(&p).is_some_and(|x| {
+                x.state == "MIRRORING" && x.destination_offset == ends[p as usize]
+            })
+        });
+        done(ok, format!("ends {ends:?}, old source {}", states(&describe_all(&source, "back"))))
+    });
+    assert_leaders_identical(&destination, &source, LEDGER, PARTS);
+    assert_replicas_identical(&source, LEDGER, PARTS);
+    // Exactly the old source's own post-failover records were discarded: the open
+    // transaction's 30 and the 300 of its tail.
+    let d = describe_all(&source, "back");
+    let discarded: i64 = d.values().map(|p| p.truncated_records.max(0)).sum();
+    assert_eq!(discarded, 330, "records the failback discarded: {}", states(&d));
+    let seen = consume(&source);
+    assert!(
+        !seen.contains("\"tail\"") && !seen.contains("\"open\"") && seen.contains("\"post\": 2000"),
+        "the old source reads the new primary's history: {seen}"
+    );
+}

@@ -2,7 +2,8 @@
 """Mirror test load (confluent-kafka): an idempotent producer writes --count records over
 --partitions partitions, then a transactional producer runs --txn-rounds transactions of
 --txn-records records each, committing even rounds and aborting odd ones. With
---open-txn the last transaction is left open (the process sleeps until killed).
+--open-txn the last transaction is left open (the process sleeps until killed; set
+--txn-timeout-ms to keep the coordinator from aborting it first).
 Prints one JSON line: {"acked": N, "committed": C, "aborted": A}."""
 
 import argparse
@@ -25,6 +26,7 @@ def main():
     ap.add_argument("--txn-records", type=int, default=50)
     ap.add_argument("--txn-id", default="mirror-load-txn")
     ap.add_argument("--open-txn", action="store_true")
+    ap.add_argument("--txn-timeout-ms", type=int, default=0)
     ap.add_argument("--compression", default="lz4")
     a = ap.parse_args()
 
@@ -66,12 +68,15 @@ def main():
         sys.exit(1)
     committed = aborted = 0
     if a.txn_rounds:
-        t = Producer({
+        conf = {
             "bootstrap.servers": a.bootstrap,
             "transactional.id": a.txn_id,
             "compression.type": "none",
             "linger.ms": 1,
-        })
+        }
+        if a.txn_timeout_ms:
+            conf["transaction.timeout.ms"] = a.txn_timeout_ms
+        t = Producer(conf)
         t.init_transactions(30)
         for r in range(a.txn_rounds):
             t.begin_transaction()
