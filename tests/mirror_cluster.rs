@@ -426,7 +426,14 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     let run = |nodes: &Nodes, extra: &[&str]| {
         let bootstrap = bootstrap_all(nodes);
         let p = PARTS.to_string();
-        let mut a = vec!["--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p];
+        let mut a = vec![
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            LEDGER,
+            "--partitions",
+            &p,
+        ];
         a.extend_from_slice(extra);
         let out = run_python(&py, "mirror_load.py", &a, Duration::from_secs(240));
         assert_success(&out, nodes.iter().flatten().next().expect("a node"));
@@ -440,9 +447,23 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         &py,
         "mirror_load.py",
         &[
-            "--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p, "--txn-rounds",
-            "1", "--txn-records", "30", "--open-txn", "--prefix", "open", "--txn-id", "open-txn",
-            "--txn-timeout-ms", "600000",
+            "--bootstrap",
+            &bootstrap,
+            "--topic",
+            LEDGER,
+            "--partitions",
+            &p,
+            "--txn-rounds",
+            "1",
+            "--txn-records",
+            "30",
+            "--open-txn",
+            "--prefix",
+            "open",
+            "--txn-id",
+            "open-txn",
+            "--txn-timeout-ms",
+            "600000",
         ],
         node(&source, 0).dir(),
         "open-txn",
@@ -464,7 +485,9 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         if open_everywhere {
             Ok(lsos)
         } else {
-            Err(format!("the open transaction is not in every partition yet: LSOs {lsos:?}, ends {ends:?}"))
+            Err(format!(
+                "the open transaction is not in every partition yet: LSOs {lsos:?}, ends {ends:?}"
+            ))
         }
     });
 
@@ -478,15 +501,18 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         let d = describe_all(&destination, "dr");
         let ends: Vec<i64> = (0..PARTS)
             .map(|p| {
-                read_log(&node(&source, leader_of(&source, LEDGER, p)).bootstrap(), LEDGER, p)
-                    .last()
-                    .map_or(0, |b| b.next_offset().0)
+                read_log(
+                    &node(&source, leader_of(&source, LEDGER, p)).bootstrap(),
+                    LEDGER,
+                    p,
+                )
+                .last()
+                .map_or(0, |b| b.next_offset().0)
             })
             .collect();
         let ok = (0..PARTS).all(|p| {
-            d.get(&p).is_some_and(|x| {
-                x.state == "MIRRORING" && x.destination_offset == ends[p as usize]
-            })
+            d.get(&p)
+                .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == ends[p as usize])
         });
         done(ok, format!("ends {ends:?}, destination {}", states(&d)))
     });
@@ -512,11 +538,38 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
                     .is_ok_and(|c| c.kind == ControlType::MirrorPidReset),
             "{LEDGER}-{p}: the log ends with the reset"
         );
-        assert_eq!(
-            last.base_offset().0,
-            lsos[&p],
-            "{LEDGER}-{p}: cut at the source's LSO, then one MIRROR_PID_RESET"
-        );
+        if last.base_offset().0 != lsos[&p] {
+            let show = |bs: &[dataplane::wire::RecordBatch]| {
+                bs.iter()
+                    .filter(|b| b.last_offset().0 >= lsos[&p] - 40)
+                    .map(|b| {
+                        format!(
+                            "{}..={} pid {} txn {} ctl {} epoch {}",
+                            b.base_offset().0,
+                            b.last_offset().0,
+                            b.producer_id().0,
+                            b.is_transactional(),
+                            b.is_control(),
+                            b.partition_leader_epoch().0
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            let src = read_log(
+                &node(&source, leader_of(&source, LEDGER, p)).bootstrap(),
+                LEDGER,
+                p,
+            );
+            panic!(
+                "{LEDGER}-{p}: reset at {}, the source's LSO is {}\ndestination:\n{}\nsource:\n{}\n{}",
+                last.base_offset().0,
+                lsos[&p],
+                show(&batches),
+                show(&src),
+                leader.log_tail(60)
+            );
+        }
     }
     assert_replicas_identical(&destination, LEDGER, PARTS);
     // read_committed reads to the end, without the open transaction's records.
@@ -526,7 +579,14 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         let out = run_python(
             &py,
             "mirror_consume.py",
-            &["--bootstrap", &bootstrap, "--topic", LEDGER, "--partitions", &p],
+            &[
+                "--bootstrap",
+                &bootstrap,
+                "--topic",
+                LEDGER,
+                "--partitions",
+                &p,
+            ],
             Duration::from_secs(120),
         );
         assert_success(&out, nodes.iter().flatten().next().expect("a node"));
@@ -564,19 +624,30 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
             })
             .collect();
         let ok = (0..PARTS).all(|p| {
-            d.get(&p).is_some_and(|x| {
-                x.state == "MIRRORING" && x.destination_offset == ends[p as usize]
-            })
+            d.get(&p)
+                .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == ends[p as usize])
         });
-        done(ok, format!("ends {ends:?}, old source {}", states(&describe_all(&source, "back"))))
+        done(
+            ok,
+            format!(
+                "ends {ends:?}, old source {}",
+                states(&describe_all(&source, "back"))
+            ),
+        )
     });
-    assert_leaders_identical(&destination, &source, LEDGER, PARTS);
+    // (the replicas first: a leader's Fetch stops at its high watermark)
     assert_replicas_identical(&source, LEDGER, PARTS);
+    assert_leaders_identical(&destination, &source, LEDGER, PARTS);
     // Exactly the old source's own post-failover records were discarded: the open
     // transaction's 30 and the 300 of its tail.
     let d = describe_all(&source, "back");
     let discarded: i64 = d.values().map(|p| p.truncated_records.max(0)).sum();
-    assert_eq!(discarded, 330, "records the failback discarded: {}", states(&d));
+    assert_eq!(
+        discarded,
+        330,
+        "records the failback discarded: {}",
+        states(&d)
+    );
     let seen = consume(&source);
     assert!(
         !seen.contains("\"tail\"") && !seen.contains("\"open\"") && seen.contains("\"post\": 2000"),

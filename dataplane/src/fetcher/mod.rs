@@ -463,12 +463,13 @@ pub async fn stop_truncate(
     if last_batch_is_own_pid_reset(&log, epoch, source_cluster_id).await? {
         return Ok(None);
     }
-    // The start of the earliest open transaction, not the high watermark: on a leader
-    // just elected the high watermark lags until the followers fetch, and the mirrored
-    // records above it are the source's committed history (the wait for the ISR after
-    // the reset replicates them).
+    // The start of the earliest transaction without a marker, not the high watermark
+    // (nor a decided transaction whose marker the followers have not fetched yet): on a
+    // cluster the high watermark lags the mirrored appends, and on a leader just elected
+    // it lags until the followers fetch; the records above it are the source's decided
+    // history, and the wait for the ISR after the reset replicates them.
     let end = log.log_end_offset();
-    let lso = log.first_unstable_offset().map_or(end, |o| o.min(end));
+    let lso = log.first_undecided_offset().map_or(end, |o| o.min(end));
     if lso < end {
         log.truncate_to(lso).await.map_err(|e| e.to_string())?;
         let new_end = log.log_end_offset();

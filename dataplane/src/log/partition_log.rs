@@ -225,6 +225,12 @@ impl PartitionLog {
         self.producer_state.first_unstable_offset()
     }
 
+    /// The first offset of the earliest transaction with no marker in the log yet
+    /// (decided transactions whose marker is above the high watermark do not count).
+    pub fn first_undecided_offset(&self) -> Option<Offset> {
+        self.producer_state.first_undecided_offset()
+    }
+
     /// Last stable offset: the high watermark, or the start of the earliest open
     /// transaction when that is lower. read_committed consumers read up to here.
     pub fn last_stable_offset(&self) -> Offset {
