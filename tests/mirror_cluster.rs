@@ -9,10 +9,16 @@
 //!   mirrored partition on both clusters holds the same bytes;
 //! * the link between the clusters cut for 30 s (every source node cut off): the
 //!   partitions go FAILED (source unreachable), are retried with backoff, and resume
-//!   once the source is back with no gap and no duplicate;
+//!   once the source is back with no gap and no duplicate; then a source broker leading
+//!   a partition is SIGKILLed and restarted under load, and the copy follows;
 //! * failover with a destination leader SIGKILLed in the middle of it: every partition
 //!   ends STOPPED with exactly one MIRROR_PID_RESET after the mirrored data on every
-//!   replica, and producers write to the destination at once.
+//!   replica, and producers write to the destination at once;
+//! * failover with a transaction still open on the source: each partition ends at the
+//!   source's LSO plus one reset, and read_committed consumers read to the end; then,
+//!   with writes on both sides, failback: the old source discards exactly its own
+//!   post-failover records (found by asking every broker of the new primary for the
+//!   LMEs) and ends with the new primary's log on every replica.
 //!
 //! Run alone: `cargo test -p twinlog --test mirror_cluster` (as root for namespaces).
 
@@ -217,7 +223,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
         return;
     }
     let net = Net::new(6);
-    let source = start(&net, &SOURCE, Broker::TEST_CLUSTER_ID);
+    let mut source = start(&net, &SOURCE, Broker::TEST_CLUSTER_ID);
     let mut destination = start(&net, &DESTINATION, DESTINATION_CLUSTER_ID);
     create_topic(&source, TOPIC, PARTITIONS, &[]);
     wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
@@ -291,9 +297,36 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     );
     wait_brokers(&source, 3);
     wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
-    let out = load(&py, &source, &["--count", "10000", "--prefix", "late"]);
-    assert_eq!(summary_field(&out, "acked"), 10_000);
-    wait_caught_up(&source, &destination, "after the cut");
+    // Under load, the source leader of partition 2 SIGKILLed and restarted: the mirror
+    // follows the source's leader moves.
+    let bootstrap = bootstrap_all(&source);
+    let p = PARTITIONS.to_string();
+    let mut late = support::spawn_python(
+        &py,
+        "mirror_load.py",
+        &[
+            "--bootstrap", &bootstrap, "--topic", TOPIC, "--partitions", &p, "--count",
+            "30000", "--prefix", "late",
+        ],
+        node(&source, 0).dir(),
+        "late-producer",
+    );
+    thread::sleep(Duration::from_secs(1));
+    let victim = leader_index(&source, 2);
+    eprintln!("[mirror-cluster] SIGKILL and restart of source node {victim} under load");
+    source
+        .iter_mut()
+        .flatten()
+        .find(|n| node_id(n) == victim)
+        .expect("victim")
+        .restart_kill9();
+    let status = support::wait_child(&mut late, Duration::from_secs(180));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the load through a source broker's restart: {status:?}"
+    );
+    wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
+    wait_caught_up(&source, &destination, "after the cut and the source bounce");
     assert_all_replicas_identical(&source, &destination);
     let before = log_ends(&destination);
 
