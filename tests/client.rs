@@ -394,3 +394,145 @@ fn source_cluster_on_glommio() {
         assert!(by_name.api_range(ApiKey::Fetch as i16).is_some());
     });
 }
+
+/// A transactional batch of `count` records of producer (`pid`, `epoch`) from sequence
+/// `first_sequence`.
+fn transactional_batch(pid: i64, epoch: i16, first_sequence: i32, count: i64) -> Bytes {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: true,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i,
+            sequence: first_sequence + i as i32,
+            timestamp: 1_700_000_000_000 + i,
+            key: Some(Bytes::from(format!("t{i}"))),
+            value: Some(Bytes::from(format!("v{i}"))),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression: Compression::None,
+        },
+    )
+    .expect("batch encodes");
+    buf.freeze()
+}
+
+/// KIP-890 (part 1): the partition leader verifies a batch that would open a
+/// transaction with the transaction's coordinator. Without AddPartitionsToTxn first the
+/// batch is refused with INVALID_TXN_STATE and nothing is appended (no hanging
+/// transaction); after it the batch appends; once the transaction ended, a batch trying
+/// to open another without adding the partition again is refused again.
+#[test]
+fn a_transactional_batch_for_a_partition_not_in_the_transaction_is_refused() {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest, ProducerId,
+        TransactionalId,
+    };
+    let broker = Broker::start("");
+    let mut c =
+        BlockingConnection::connect(&broker.bootstrap(), "client-test", TIMEOUT).expect("connects");
+    let name = "client-verified";
+    let resp = c
+        .send(&create_topics_request(name, 1), 7)
+        .expect("CreateTopics");
+    check_created(&resp, name);
+    let txn_id = TransactionalId(StrBytes::from_static_str("verified-txn"));
+    let started = Instant::now();
+    let (pid, epoch) = loop {
+        let r = c
+            .send(
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(Some(txn_id.clone()))
+                    .with_transaction_timeout_ms(60_000),
+                4,
+            )
+            .expect("InitProducerId");
+        if r.error_code == 0 {
+            break (r.producer_id.0, r.producer_epoch);
+        }
+        assert!(
+            retriable(r.error_code) || r.error_code == 15,
+            "InitProducerId: {r:?}"
+        );
+        assert!(
+            started.elapsed() < TOPIC_READY_TIMEOUT,
+            "InitProducerId: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let produce = |c: &mut BlockingConnection, sequence: i32| {
+        let req = ProduceRequest::default()
+            .with_transactional_id(Some(txn_id.clone()))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic_name(name))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(transactional_batch(pid, epoch, sequence, 3)))])]);
+        produce_result(&c.send(&req, 9).expect("Produce"))
+    };
+    let add = |c: &mut BlockingConnection| {
+        let req = AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(txn_id.clone())
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                .with_name(topic_name(name))
+                .with_partitions(vec![0])]);
+        let r = c.send(&req, 3).expect("AddPartitionsToTxn");
+        r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+    };
+    let invalid_txn_state = kafka_protocol::ResponseError::InvalidTxnState.code();
+
+    // Not added: refused, nothing appended.
+    let (code, _) = produce(&mut c, 0);
+    assert_eq!(code, invalid_txn_state, "{}", broker.log_tail(20));
+    // Added: the same batch appends at offset 0.
+    assert_eq!(add(&mut c), 0);
+    assert_eq!(produce(&mut c, 0), (0, 0));
+    // The transaction's later batches need no new verification.
+    assert_eq!(produce(&mut c, 3), (0, 3));
+    let r = c
+        .send(
+            &EndTxnRequest::default()
+                .with_transactional_id(txn_id.clone())
+                .with_producer_id(ProducerId(pid))
+                .with_producer_epoch(epoch)
+                .with_committed(true),
+            3,
+        )
+        .expect("EndTxn");
+    assert_eq!(r.error_code, 0);
+    // The markers are written after EndTxn answers: wait for CompleteCommit.
+    let started = Instant::now();
+    loop {
+        let r = c
+            .send(
+                &kafka_protocol::messages::DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![txn_id.clone()]),
+                0,
+            )
+            .expect("DescribeTransactions");
+        if r.transaction_states[0].transaction_state.as_str() == "CompleteCommit" {
+            break;
+        }
+        assert!(started.elapsed() < TIMEOUT, "{r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Ended: a batch opening another transaction without AddPartitionsToTxn is refused.
+    let (code, _) = produce(&mut c, 6);
+    assert_eq!(code, invalid_txn_state);
+}

@@ -72,6 +72,35 @@ pub fn read_only_reason(ctx: &ShardCtx, tp: &TopicPartition) -> Option<String> {
     }
 }
 
+/// KIP-890 verification (`txn/verify.rs`) of a transactional batch that would open a
+/// transaction in `tp`: its producer has no open transaction here at that epoch yet.
+async fn verify_opening(
+    ctx: &Rc<ShardCtx>,
+    partition: &crate::partition::Partition,
+    tp: &TopicPartition,
+    records: &Bytes,
+    transactional_id: &str,
+) -> Result<(), crate::txn::verify::Refusal> {
+    let Some(Ok(first)) = crate::wire::BatchIter::new(records.clone(), 0, false).next() else {
+        return Ok(());
+    };
+    if !first.is_transactional() || first.is_control() {
+        return Ok(());
+    }
+    let (pid, epoch) = (first.producer_id(), first.producer_epoch());
+    let open = match partition.read().await {
+        Ok(log) => log
+            .producer_state()
+            .last_entry(pid)
+            .is_some_and(|e| e.current_txn_first_offset.is_some() && e.producer_epoch == epoch),
+        Err(_) => return Ok(()),
+    };
+    if open {
+        return Ok(());
+    }
+    crate::txn::verify::verify(ctx, transactional_id, pid, epoch, tp).await
+}
+
 /// The error code for a produce [`read_only_reason`] refuses: READ_ONLY_TOPIC, except
 /// for a partition being failed over whose gate this leader has not set yet (just
 /// elected): LEADER_NOT_AVAILABLE, which clients retry, so a failed-over partition that
@@ -97,8 +126,8 @@ pub async fn append_on_owner(
     ctx: Rc<ShardCtx>,
     tp: TopicPartition,
     records: Option<Bytes>,
-    acks: i16,
-    timeout_ms: i32,
+    (acks, timeout_ms): (i16, i32),
+    transactional_id: Option<&str>,
 ) -> PartitionProduceResult {
     let Some(records) = records.filter(|r| !r.is_empty()) else {
         return PartitionProduceResult::error(
@@ -109,6 +138,15 @@ pub async fn append_on_owner(
     let Some(partition) = ctx.partition(&tp) else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
+    if let Some(id) = transactional_id {
+        if let Err((code, message)) = verify_opening(&ctx, &partition, &tp, &records, id).await {
+            return PartitionProduceResult {
+                error_code: code,
+                error_message: Some(message),
+                ..PartitionProduceResult::empty()
+            };
+        }
+    }
     let Ok(mut log) = partition.write().await else {
         return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
     };
@@ -263,6 +301,7 @@ pub async fn handle(
 ) -> Option<ProduceResponse> {
     let image = ctx.metadata.load();
     let (acks, timeout_ms) = (request.acks, request.timeout_ms);
+    let transactional_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
     // (topic index, partition index) -> result; work grouped by owning shard.
     let mut results: BTreeMap<(usize, usize), PartitionProduceResult> = BTreeMap::new();
     let mut per_shard: BTreeMap<usize, Vec<PartitionWork>> = BTreeMap::new();
@@ -292,12 +331,14 @@ pub async fn handle(
     }
     let jobs = per_shard.into_iter().map(|(shard, work)| {
         let ctx = Rc::clone(ctx);
+        let transactional_id = transactional_id.clone();
         async move {
             let (keys, partitions): (Vec<(usize, usize)>, Vec<_>) = work.into_iter().unzip();
             let request = ShardRequest::Produce {
                 partitions,
                 acks,
                 timeout_ms,
+                transactional_id: transactional_id.clone(),
             };
             match ctx.ask(shard, request).await {
                 Ok(ShardReply::Produced(out)) => keys.into_iter().zip(out).collect::<Vec<_>>(),

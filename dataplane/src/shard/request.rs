@@ -95,6 +95,9 @@ pub enum ShardRequest {
         /// The request's acks (-1: wait for the ISR) and timeout.
         acks: i16,
         timeout_ms: i32,
+        /// The request's transactional id (a batch opening a transaction is verified
+        /// with its coordinator).
+        transactional_id: Option<String>,
     },
     /// Fetch: each partition read from its position, with a listener taken before the
     /// read for the long poll.
@@ -437,6 +440,7 @@ pub async fn serve(
             partitions,
             acks,
             timeout_ms,
+            transactional_id,
         } => {
             // Partitions append concurrently: each write is an io_uring round trip, and
             // different partitions' writes can be in flight together.
@@ -445,8 +449,8 @@ pub async fn serve(
                     std::rc::Rc::clone(ctx),
                     tp,
                     records,
-                    acks,
-                    timeout_ms,
+                    (acks, timeout_ms),
+                    transactional_id.as_deref(),
                 )
             });
             Ok(ShardReply::Produced(

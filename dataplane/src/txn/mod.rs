@@ -11,6 +11,7 @@
 pub mod records;
 pub mod runtime;
 pub mod state;
+pub mod verify;
 
 pub use records::{partition_for, TxnState, TRANSACTION_STATE_TOPIC};
 pub use state::{

@@ -91,8 +91,8 @@ pub struct TxnRuntime {
     coordinators: CoordinatorSet<TransactionCoordinator>,
     /// Set at shutdown: new calls are refused.
     closing: Cell<bool>,
-    /// Connections to other brokers for their partitions' markers (WriteTxnMarkers), by
-    /// node id; one is taken out while a marker is on it.
+    /// Connections to other brokers for their partitions' markers (WriteTxnMarkers) and
+    /// for transaction verification, by node id; one is taken out while in use.
     marker_links:
         std::cell::RefCell<std::collections::HashMap<i32, crate::client::KafkaConnection>>,
 }
@@ -145,6 +145,17 @@ impl TxnRuntime {
     /// The `__transaction_state` partition of `transactional_id`.
     pub fn partition_for(&self, transactional_id: &str) -> i32 {
         super::partition_for(transactional_id, self.config.state_topic_partitions.max(1))
+    }
+
+    /// This shard's connection to broker `node` for transaction traffic (markers,
+    /// verification), taken out while a request is on it.
+    pub(crate) fn take_link(&self, node: i32) -> Option<crate::client::KafkaConnection> {
+        self.marker_links.borrow_mut().remove(&node)
+    }
+
+    /// Gives back a connection [`take_link`](Self::take_link) took.
+    pub(crate) fn put_link(&self, node: i32, conn: crate::client::KafkaConnection) {
+        self.marker_links.borrow_mut().insert(node, conn);
     }
 
     /// The partitions loaded here.
