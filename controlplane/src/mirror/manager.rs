@@ -69,81 +69,6 @@ pub struct MirrorManager {
     wake: event_listener::Event,
     /// Source of the claims of running actions ([`PartitionRuntime::busy`]).
     claims: std::cell::Cell<u64>,
-    /// STOPPING's leader-epoch bumps, coalesced.
-    bumps: Rc<EpochBumps>,
-}
-
-/// A bump waiting for its request: partition, epoch to exceed, where the outcome goes.
-type PendingBump = (
-    TopicPartition,
-    i32,
-    futures::channel::oneshot::Sender<Result<(), String>>,
-);
-
-/// Coalesces the leader-epoch bumps of partitions stopping together: the bumps asked
-/// while one request is committing go out as the next single BumpLeaderEpochs, so a
-/// failover of many partitions commits a few metadata batches, not one per partition.
-#[derive(Default)]
-struct EpochBumps {
-    queue: RefCell<Vec<PendingBump>>,
-    /// A task is sending the queue.
-    sending: std::cell::Cell<bool>,
-}
-
-impl EpochBumps {
-    /// Raises `tp`'s leader epoch above `epoch` (with the other bumps asked meanwhile).
-    async fn bump(
-        self: &Rc<Self>,
-        controller: &Arc<dyn ControllerHandle>,
-        tp: TopicPartition,
-        epoch: i32,
-    ) -> Result<(), String> {
-        let (tx, rx) = futures::channel::oneshot::channel();
-        self.queue.borrow_mut().push((tp, epoch, tx));
-        if !self.sending.replace(true) {
-            let me = Rc::clone(self);
-            let controller = Arc::clone(controller);
-            glommio::spawn_local(async move { me.send_all(controller).await }).detach();
-        }
-        rx.await
-            .unwrap_or_else(|_| Err("the bump was dropped".to_string()))
-    }
-
-    async fn send_all(&self, controller: Arc<dyn ControllerHandle>) {
-        loop {
-            // Let the partitions stopping in this tick queue theirs.
-            glommio::timer::sleep(Duration::from_millis(1)).await;
-            let batch = std::mem::take(&mut *self.queue.borrow_mut());
-            if batch.is_empty() {
-                self.sending.set(false);
-                return;
-            }
-            let partitions = batch.iter().map(|(tp, e, _)| (tp.clone(), *e)).collect();
-            let answer = controller
-                .submit(AdminRequest::BumpLeaderEpochs { partitions })
-                .await;
-            match answer {
-                Ok(AdminResponse::Results(results)) if results.len() == batch.len() => {
-                    for ((_, _, tx), r) in batch.into_iter().zip(results) {
-                        let _ = tx.send(if r.error_code == 0 {
-                            Ok(())
-                        } else {
-                            Err(format!(
-                                "error {} {}",
-                                r.error_code,
-                                r.message.unwrap_or_default()
-                            ))
-                        });
-                    }
-                }
-                other => {
-                    for (_, _, tx) in batch {
-                        let _ = tx.send(Err(format!("{other:?}")));
-                    }
-                }
-            }
-        }
-    }
 }
 
 impl std::fmt::Debug for MirrorManager {
@@ -207,7 +132,6 @@ impl MirrorManager {
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
             claims: std::cell::Cell::new(0),
-            bumps: Rc::new(EpochBumps::default()),
         })
     }
 
@@ -1469,10 +1393,15 @@ impl MirrorManager {
                 .partition(&tp)
                 .map_or(-1, |p| p.leader_epoch);
             if current_epoch <= epoch {
-                self.bumps
-                    .bump(&self.controller, tp.clone(), epoch)
-                    .await
-                    .map_err(|e| format!("bumping the leader epoch of {tp}: {e}"))?;
+                let rx = self.controller.submit(AdminRequest::BumpLeaderEpochs {
+                    partitions: vec![(tp.clone(), epoch)],
+                });
+                match rx.await {
+                    Ok(AdminResponse::Results(r)) if r.iter().all(|r| r.error_code == 0) => {}
+                    other => {
+                        return Err(format!("bumping the leader epoch of {tp}: {other:?}").into())
+                    }
+                }
                 self.wait_for_epoch_above(&tp, epoch).await?;
             }
         }
