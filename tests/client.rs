@@ -56,21 +56,30 @@ fn check_created(resp: &CreateTopicsResponse, name: &str) -> Uuid {
 /// values `v<i>`. Sequence = offset - 1 keeps kafka-protocol's encoder from starting a
 /// batch per record.
 fn batch() -> Bytes {
-    let records: Vec<Record> = (0..RECORDS)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: IndexMap::new(),
+    encode_batch(RECORDS, "k", |i| (false, -1, -1, i as i32 - 1))
+}
+
+/// `count` records with keys `<key><i>` and values `v<i>`; `of(i)` gives each record's
+/// (transactional, producer id, producer epoch, sequence).
+fn encode_batch(count: i64, key: &str, of: impl Fn(i64) -> (bool, i64, i16, i32)) -> Bytes {
+    let records: Vec<Record> = (0..count)
+        .map(|i| {
+            let (transactional, producer_id, producer_epoch, sequence) = of(i);
+            Record {
+                transactional,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id,
+                producer_epoch,
+                timestamp_type: TimestampType::Creation,
+                offset: i,
+                sequence,
+                timestamp: 1_700_000_000_000 + i,
+                key: Some(Bytes::from(format!("{key}{i}"))),
+                value: Some(Bytes::from(format!("v{i}"))),
+                headers: IndexMap::new(),
+            }
         })
         .collect();
     let mut buf = BytesMut::new();
@@ -398,34 +407,9 @@ fn source_cluster_on_glommio() {
 /// A transactional batch of `count` records of producer (`pid`, `epoch`) from sequence
 /// `first_sequence`.
 fn transactional_batch(pid: i64, epoch: i16, first_sequence: i32, count: i64) -> Bytes {
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i,
-            sequence: first_sequence + i as i32,
-            timestamp: 1_700_000_000_000 + i,
-            key: Some(Bytes::from(format!("t{i}"))),
-            value: Some(Bytes::from(format!("v{i}"))),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .expect("batch encodes");
-    buf.freeze()
+    encode_batch(count, "t", |i| {
+        (true, pid, epoch, first_sequence + i as i32)
+    })
 }
 
 /// KIP-890 (part 1): the partition leader verifies a batch that would open a

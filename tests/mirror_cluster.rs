@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 
 use dataplane::wire::control::ControlType;
 use dataplane::wire::mirror::{DescribedMirror, DescribedMirrorPartition};
-use mirror_support::{add_topics, create_mirror, read_log, remove_topics, rpc};
+use mirror_support::{
+    add_topics, assert_same_batches, create_mirror, read_log, remove_topics, rpc,
+};
 use support::cluster::*;
 use support::netns::Net;
 use support::{
@@ -118,20 +120,6 @@ fn states(d: &BTreeMap<i32, DescribedMirrorPartition>) -> String {
         .join(", ")
 }
 
-/// The node index that leads `partition` of `TOPIC` in `nodes` (by its Metadata).
-fn leader_index(nodes: &Nodes, partition: i32) -> usize {
-    until(Duration::from_secs(30), || {
-        for n in nodes.iter().flatten() {
-            if let Some((leader, _)) = leaders(n, TOPIC).get(&partition) {
-                if *leader >= 0 {
-                    return Ok(*leader as usize);
-                }
-            }
-        }
-        Err(format!("no leader of {TOPIC}-{partition}"))
-    })
-}
-
 fn node(nodes: &Nodes, index: usize) -> &Broker {
     nodes
         .iter()
@@ -152,12 +140,29 @@ fn node_id(n: &Broker) -> usize {
         .expect("node.id in the config")
 }
 
+/// Mirror `name`, created through `on` with `configs`, copying `topic` from `from`.
+fn start_mirror(on: &str, name: &str, from: &Nodes, topic: &str, configs: &[(&str, &str)]) {
+    let r = create_mirror(on, name, &bootstrap_all(from), configs);
+    assert_eq!(r.error_code, 0, "create mirror {name}: {r:?}");
+    let r = add_topics(on, name, &[topic]);
+    assert_eq!(r.error_code, 0, "add {topic} to {name}: {r:?}");
+}
+
+/// Every batch of `topic`-`partition` as its leader in `nodes` serves it, asked again
+/// while leadership settles (a node's Metadata may still name the old leader).
+fn read_at_leader(nodes: &Nodes, topic: &str, partition: i32) -> Vec<dataplane::wire::RecordBatch> {
+    until(Duration::from_secs(30), || {
+        let leader = node(nodes, leader_of(nodes, topic, partition)).bootstrap();
+        std::panic::catch_unwind(|| read_log(&leader, topic, partition))
+            .map_err(|_| format!("{topic}-{partition} not readable at {leader} yet"))
+    })
+}
+
 /// Each partition's log end on its leader in `nodes`.
-fn log_ends(nodes: &Nodes) -> BTreeMap<i32, i64> {
-    (0..PARTITIONS)
+fn log_ends_of(nodes: &Nodes, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    (0..partitions)
         .map(|p| {
-            let leader = node(nodes, leader_index(nodes, p));
-            let end = read_log(&leader.bootstrap(), TOPIC, p)
+            let end = read_at_leader(nodes, topic, p)
                 .last()
                 .map_or(0, |b| b.next_offset().0);
             (p, end)
@@ -165,11 +170,21 @@ fn log_ends(nodes: &Nodes) -> BTreeMap<i32, i64> {
         .collect()
 }
 
-/// Waits until every mirrored partition is MIRRORING at the source's log end.
-fn wait_caught_up(source: &Nodes, destination: &Nodes, what: &str) {
-    let ends = log_ends(source);
+fn log_ends(nodes: &Nodes) -> BTreeMap<i32, i64> {
+    log_ends_of(nodes, TOPIC, PARTITIONS)
+}
+
+/// Waits until every partition of `topic` in `mirror` on `destination` is MIRRORING at
+/// the log end `source` has.
+fn wait_mirrored(
+    (source, destination): (&Nodes, &Nodes),
+    mirror: &str,
+    (topic, partitions): (&str, i32),
+    what: &str,
+) {
+    let ends = log_ends_of(source, topic, partitions);
     until(Duration::from_secs(180), || {
-        let d = describe_all(destination, "dr");
+        let d = describe_all(destination, mirror);
         let ok = ends.iter().all(|(p, end)| {
             d.get(p)
                 .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == *end)
@@ -179,6 +194,10 @@ fn wait_caught_up(source: &Nodes, destination: &Nodes, what: &str) {
             format!("{what}: ends {ends:?}, destination {}", states(&d)),
         )
     });
+}
+
+fn wait_caught_up(source: &Nodes, destination: &Nodes, what: &str) {
+    wait_mirrored((source, destination), "dr", (TOPIC, PARTITIONS), what);
 }
 
 /// Every replica of every partition on both clusters holds the same bytes.
@@ -237,10 +256,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
         ("request.timeout.ms", "5000"),
         ("socket.connection.setup.timeout.ms", "2000"),
     ];
-    let r = create_mirror(&dest_any, "dr", &bootstrap_all(&source), &timeouts);
-    assert_eq!(r.error_code, 0, "create mirror: {r:?}");
-    let r = add_topics(&dest_any, "dr", &[TOPIC]);
-    assert_eq!(r.error_code, 0, "add topics: {r:?}");
+    start_mirror(&dest_any, "dr", &source, TOPIC, &timeouts);
 
     // SIGKILL the destination leader of partition 0 as soon as it mirrors.
     until(Duration::from_secs(60), || {
@@ -250,7 +266,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
             states(&d),
         )
     });
-    let victim = leader_index(&destination, 0);
+    let victim = leader_of(&destination, TOPIC, 0);
     eprintln!("[mirror-cluster] SIGKILL of destination node {victim}, the leader of {TOPIC}-0");
     let slot = destination
         .iter()
@@ -259,7 +275,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     let mut killed = destination[slot].take().expect("running");
     killed.kill9();
     until(Duration::from_secs(30), || {
-        let l = leader_index(&destination, 0);
+        let l = leader_of(&destination, TOPIC, 0);
         done(l != victim, format!("{TOPIC}-0 still led by {l}"))
     });
     wait_caught_up(&source, &destination, "after the leader's death");
@@ -320,7 +336,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
         "late-producer",
     );
     thread::sleep(Duration::from_secs(1));
-    let victim = leader_index(&source, 2);
+    let victim = leader_of(&source, TOPIC, 2);
     eprintln!("[mirror-cluster] SIGKILL and restart of source node {victim} under load");
     source
         .iter_mut()
@@ -341,7 +357,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     // Failover, with the leader of partition 1 SIGKILLed in the middle of STOPPING.
     let r = remove_topics(&dest_any, "dr", &[TOPIC]);
     assert_eq!(r.error_code, 0, "remove: {r:?}");
-    let victim = leader_index(&destination, 1);
+    let victim = leader_of(&destination, TOPIC, 1);
     let slot = destination
         .iter()
         .position(|n| n.as_ref().is_some_and(|n| node_id(n) == victim))
@@ -363,8 +379,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     assert_replicas_identical(&destination, TOPIC, PARTITIONS);
     // Every partition: the mirrored data, then exactly one MIRROR_PID_RESET.
     for p in 0..PARTITIONS {
-        let leader = node(&destination, leader_index(&destination, p));
-        let batches = read_log(&leader.bootstrap(), TOPIC, p);
+        let batches = read_at_leader(&destination, TOPIC, p);
         let resets: Vec<i64> = batches
             .iter()
             .filter(|b| {
@@ -429,17 +444,8 @@ fn leader_of(nodes: &Nodes, topic: &str, partition: i32) -> usize {
 /// Batches of every partition of `topic` read from each cluster's leaders are the same.
 fn assert_leaders_identical(a: &Nodes, b: &Nodes, topic: &str, partitions: i32) {
     for p in 0..partitions {
-        let left = read_log(&node(a, leader_of(a, topic, p)).bootstrap(), topic, p);
-        let right = read_log(&node(b, leader_of(b, topic, p)).bootstrap(), topic, p);
-        assert_eq!(left.len(), right.len(), "{topic}-{p}: batch counts differ");
-        for (x, y) in left.iter().zip(&right) {
-            assert_eq!(
-                x.as_bytes(),
-                y.as_bytes(),
-                "{topic}-{p}: batch at offset {} differs",
-                x.base_offset().0
-            );
-        }
+        let (left, right) = (read_at_leader(a, topic, p), read_at_leader(b, topic, p));
+        assert_same_batches(&left, &right, topic, p);
     }
 }
 
@@ -513,15 +519,7 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         let lsos: BTreeMap<i32, i64> = (0..PARTS)
             .map(|p| (p, last_stable_offset(&source, LEDGER, p)))
             .collect();
-        let ends: BTreeMap<i32, i64> = (0..PARTS)
-            .map(|p| {
-                let leader = node(&source, leader_of(&source, LEDGER, p));
-                let end = read_log(&leader.bootstrap(), LEDGER, p)
-                    .last()
-                    .map_or(0, |b| b.next_offset().0);
-                (p, end)
-            })
-            .collect();
+        let ends = log_ends_of(&source, LEDGER, PARTS);
         let open_everywhere = (0..PARTS).all(|p| ends[&p] > lsos[&p]);
         if open_everywhere {
             Ok(lsos)
@@ -533,30 +531,14 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     });
 
     let dest_any = node(&destination, DESTINATION[2]).bootstrap();
-    let r = create_mirror(&dest_any, "dr", &bootstrap_all(&source), &[]);
-    assert_eq!(r.error_code, 0, "create mirror: {r:?}");
-    let r = add_topics(&dest_any, "dr", &[LEDGER]);
-    assert_eq!(r.error_code, 0, "add topics: {r:?}");
+    start_mirror(&dest_any, "dr", &source, LEDGER, &[]);
     // Caught up, the open transaction's records included.
-    until(Duration::from_secs(120), || {
-        let d = describe_all(&destination, "dr");
-        let ends: Vec<i64> = (0..PARTS)
-            .map(|p| {
-                read_log(
-                    &node(&source, leader_of(&source, LEDGER, p)).bootstrap(),
-                    LEDGER,
-                    p,
-                )
-                .last()
-                .map_or(0, |b| b.next_offset().0)
-            })
-            .collect();
-        let ok = (0..PARTS).all(|p| {
-            d.get(&p)
-                .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == ends[p as usize])
-        });
-        done(ok, format!("ends {ends:?}, destination {}", states(&d)))
-    });
+    wait_mirrored(
+        (&source, &destination),
+        "dr",
+        (LEDGER, PARTS),
+        "the first copy",
+    );
 
     // Failover with the transaction still open.
     let r = remove_topics(&dest_any, "dr", &[LEDGER]);
@@ -570,7 +552,7 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     });
     for p in 0..PARTS {
         let leader = node(&destination, leader_of(&destination, LEDGER, p));
-        let batches = read_log(&leader.bootstrap(), LEDGER, p);
+        let batches = read_at_leader(&destination, LEDGER, p);
         let last = batches.last().expect("batches");
         assert!(
             last.is_control()
@@ -647,35 +629,13 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
 
     // Failback: the old source mirrors from the new primary.
     let source_any = node(&source, SOURCE[1]).bootstrap();
-    let r = create_mirror(&source_any, "back", &bootstrap_all(&destination), &[]);
-    assert_eq!(r.error_code, 0, "create mirror back: {r:?}");
-    let r = add_topics(&source_any, "back", &[LEDGER]);
-    assert_eq!(r.error_code, 0, "add topics back: {r:?}");
-    until(Duration::from_secs(120), || {
-        let d = describe_all(&source, "back");
-        let ends: Vec<i64> = (0..PARTS)
-            .map(|p| {
-                read_log(
-                    &node(&destination, leader_of(&destination, LEDGER, p)).bootstrap(),
-                    LEDGER,
-                    p,
-                )
-                .last()
-                .map_or(0, |b| b.next_offset().0)
-            })
-            .collect();
-        let ok = (0..PARTS).all(|p| {
-            d.get(&p)
-                .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == ends[p as usize])
-        });
-        done(
-            ok,
-            format!(
-                "ends {ends:?}, old source {}",
-                states(&describe_all(&source, "back"))
-            ),
-        )
-    });
+    start_mirror(&source_any, "back", &destination, LEDGER, &[]);
+    wait_mirrored(
+        (&destination, &source),
+        "back",
+        (LEDGER, PARTS),
+        "the failback",
+    );
     // (the replicas first: a leader's Fetch stops at its high watermark)
     assert_replicas_identical(&source, LEDGER, PARTS);
     assert_leaders_identical(&destination, &source, LEDGER, PARTS);

@@ -72,17 +72,7 @@ fn log_ends(bootstrap: &str, topic: &str, partitions: usize) -> BTreeMap<(String
 
 fn assert_byte_identical(a: &str, b: &str, topic: &str, partitions: usize) {
     for p in 0..partitions as i32 {
-        let left = read_log(a, topic, p);
-        let right = read_log(b, topic, p);
-        assert_eq!(left.len(), right.len(), "{topic}-{p}: batch counts differ");
-        for (x, y) in left.iter().zip(&right) {
-            assert_eq!(
-                x.as_bytes(),
-                y.as_bytes(),
-                "{topic}-{p}: batch at offset {} differs",
-                x.base_offset().0
-            );
-        }
+        assert_same_batches(&read_log(a, topic, p), &read_log(b, topic, p), topic, p);
     }
 }
 

@@ -314,3 +314,25 @@ pub fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
     let r = connect(bootstrap).send(&req, 7).expect("CreateTopics");
     assert_eq!(r.topics[0].error_code, 0, "create {topic}: {r:?}");
 }
+
+/// Two copies of `topic`-`partition` hold the same batches, byte for byte.
+pub fn assert_same_batches(
+    left: &[RecordBatch],
+    right: &[RecordBatch],
+    topic: &str,
+    partition: i32,
+) {
+    assert_eq!(
+        left.len(),
+        right.len(),
+        "{topic}-{partition}: batch counts differ"
+    );
+    for (x, y) in left.iter().zip(right) {
+        assert_eq!(
+            x.as_bytes(),
+            y.as_bytes(),
+            "{topic}-{partition}: batch at offset {} differs",
+            x.base_offset().0
+        );
+    }
+}

@@ -28,9 +28,9 @@ use dataplane::metadata::{MetadataCell, TopicImage};
 use dataplane::shard::{ShardReply, ShardRequest, ShardRequestError, ShardRouter};
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
-    errors, MirrorPartitionState, MirrorStateEntry, MirrorStatesTopic, PartitionResult,
-    ReadMirrorStatesRequest, ReadMirrorStatesResponse, WriteMirrorStatesRequest,
-    WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
+    errors, MirrorPartitionState, MirrorStateEntry, MirrorStatesTopic, ReadMirrorStatesRequest,
+    ReadMirrorStatesResponse, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
+    WriteMirrorStatesTopicResult,
 };
 use futures::future::LocalBoxFuture;
 use futures::lock::Mutex as AsyncMutex;
@@ -648,22 +648,7 @@ impl MirrorStateCoordinator {
     /// one batch; the partitions are written concurrently. `stopped_topics` is not used
     /// (upstream passes it empty too).
     pub async fn write(&self, req: &WriteMirrorStatesRequest) -> WriteMirrorStatesResponse {
-        let mut results: Vec<WriteMirrorStatesTopicResult> = req
-            .topics
-            .iter()
-            .map(|t| WriteMirrorStatesTopicResult {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|e| PartitionResult {
-                        partition: e.partition,
-                        error_code: 0,
-                        error_message: None,
-                    })
-                    .collect(),
-            })
-            .collect();
+        let mut results: Vec<WriteMirrorStatesTopicResult> = req.results(0, None);
         let image = self.metadata.load();
         let Some(state_topic) = image.topic(MIRROR_STATE_TOPIC).cloned() else {
             let code = ResponseError::CoordinatorNotAvailable.code();

@@ -28,9 +28,8 @@ use bytes::BytesMut;
 use dataplane::client::{ConnectionConfig, KafkaConnection};
 use dataplane::metadata::{MetadataCell, MetadataImage, TopicImage};
 use dataplane::wire::mirror::{
-    MirrorRequest, MirrorResponse, MirrorStateEntry, MirrorStatesTopic, PartitionResult,
-    ReadMirrorStatesRequest, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
-    WriteMirrorStatesTopicResult,
+    MirrorRequest, MirrorResponse, MirrorStateEntry, MirrorStatesTopic, ReadMirrorStatesRequest,
+    WriteMirrorStatesRequest, WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
 };
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
@@ -275,22 +274,7 @@ impl MirrorStates {
         let image = self.metadata.load();
         // Per coordinator: the request's items for it, with their places in `req`.
         let mut split: BTreeMap<Option<i32>, Vec<(usize, usize)>> = BTreeMap::new();
-        let mut results: Vec<WriteMirrorStatesTopicResult> = req
-            .topics
-            .iter()
-            .map(|t| WriteMirrorStatesTopicResult {
-                name: t.name.clone(),
-                partitions: t
-                    .partitions
-                    .iter()
-                    .map(|e| PartitionResult {
-                        partition: e.partition,
-                        error_code: 0,
-                        error_message: None,
-                    })
-                    .collect(),
-            })
-            .collect();
+        let mut results: Vec<WriteMirrorStatesTopicResult> = req.results(0, None);
         for (ti, t) in req.topics.iter().enumerate() {
             let id = image.topic(&t.name).map(|t| t.id);
             for (pi, e) in t.partitions.iter().enumerate() {

@@ -798,22 +798,7 @@ pub fn error_response(request: &MirrorRequest, error_code: i16, message: &str) -
         MirrorRequest::WriteMirrorStates(r) => {
             MirrorResponse::WriteMirrorStates(WriteMirrorStatesResponse {
                 throttle_time_ms: 0,
-                topics: r
-                    .topics
-                    .iter()
-                    .map(|t| WriteMirrorStatesTopicResult {
-                        name: t.name.clone(),
-                        partitions: t
-                            .partitions
-                            .iter()
-                            .map(|p| PartitionResult {
-                                partition: p.partition,
-                                error_code,
-                                error_message: Some(message.to_string()),
-                            })
-                            .collect(),
-                    })
-                    .collect(),
+                topics: r.results(error_code, Some(message)),
             })
         }
     }

@@ -511,6 +511,32 @@ pub struct WriteMirrorStatesRequest {
     pub stopped_topics: Vec<String>,
 }
 
+impl WriteMirrorStatesRequest {
+    /// One result per partition of the request, in its order, each with `error_code`
+    /// and `error_message`.
+    pub fn results(
+        &self,
+        error_code: i16,
+        error_message: Option<&str>,
+    ) -> Vec<WriteMirrorStatesTopicResult> {
+        self.topics
+            .iter()
+            .map(|t| WriteMirrorStatesTopicResult {
+                name: t.name.clone(),
+                partitions: t
+                    .partitions
+                    .iter()
+                    .map(|e| PartitionResult {
+                        partition: e.partition,
+                        error_code,
+                        error_message: error_message.map(str::to_string),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PartitionResult {
     pub partition: i32,
