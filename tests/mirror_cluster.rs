@@ -639,6 +639,22 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     // (the replicas first: a leader's Fetch stops at its high watermark)
     assert_replicas_identical(&source, LEDGER, PARTS);
     assert_leaders_identical(&destination, &source, LEDGER, PARTS);
+    // `twinlog mirror describe`, asked of one broker, shows every partition: each
+    // broker reports the ones it leads and the CLI merges them.
+    let out = support::run_command(
+        std::process::Command::new(env!("CARGO_BIN_EXE_twinlog"))
+            .args(["mirror", "describe", "back", "--json", "--bootstrap-server"])
+            .arg(&source_any),
+        None,
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "{}", out.describe());
+    assert_eq!(
+        out.stdout.matches("\"state\":\"MIRRORING\"").count(),
+        PARTS as usize,
+        "{}",
+        out.stdout
+    );
     // Exactly the old source's own post-failover records were discarded: the open
     // transaction's 30 and the 300 of its tail.
     let d = describe_all(&source, "back");

@@ -421,8 +421,8 @@ fn describe_mirrors(
     };
     let mut merged = ask(admin)?;
     for addr in admin.broker_addresses()?.into_iter().skip(1) {
-        let mut other = Admin::connect(&addr)?;
-        merge_described(&mut merged, ask(&mut other)?);
+        let other = admin.peer(&addr)?;
+        merge_described(&mut merged, ask(other)?);
     }
     for m in &mut merged.mirrors {
         for t in &mut m.topics {

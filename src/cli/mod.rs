@@ -146,6 +146,9 @@ pub fn check_code(code: i16, message: Option<&str>) -> Result<(), CliError> {
 pub struct Admin {
     conn: BlockingConnection,
     addr: String,
+    /// Connections to the cluster's other brokers, by address, kept between the polls
+    /// of a command that asks every broker (`mirror wait`).
+    peers: std::collections::BTreeMap<String, Admin>,
 }
 
 impl Admin {
@@ -160,6 +163,25 @@ impl Admin {
         Ok(Admin {
             conn,
             addr: addr.to_string(),
+            peers: std::collections::BTreeMap::new(),
+        })
+    }
+
+    /// The connection to another broker of the cluster at `addr`, opened on first use
+    /// and again after it broke.
+    pub fn peer(&mut self, addr: &str) -> Result<&mut Admin, CliError> {
+        if self.peers.get(addr).is_some_and(|a| a.conn.is_broken()) {
+            self.peers.remove(addr);
+        }
+        if !self.peers.contains_key(addr) {
+            let admin = Admin::connect(addr)?;
+            self.peers.insert(addr.to_string(), admin);
+        }
+        self.peers.get_mut(addr).ok_or_else(|| CliError::Connect {
+            addr: addr.to_string(),
+            source: dataplane::client::ClientError::Broken {
+                addr: addr.to_string(),
+            },
         })
     }
 
