@@ -216,14 +216,20 @@ fn assert_all_replicas_identical(source: &Nodes, destination: &Nodes) {
     }
 }
 
-fn load(py: &std::path::Path, nodes: &Nodes, extra: &[&str]) -> String {
+/// `mirror_load.py` through `nodes` into `topic` over `partitions` partitions.
+fn load_into(
+    py: &std::path::Path,
+    nodes: &Nodes,
+    (topic, partitions): (&str, i32),
+    extra: &[&str],
+) -> String {
     let bootstrap = bootstrap_all(nodes);
-    let p = PARTITIONS.to_string();
+    let p = partitions.to_string();
     let mut a = vec![
         "--bootstrap",
         &bootstrap,
         "--topic",
-        TOPIC,
+        topic,
         "--partitions",
         &p,
     ];
@@ -231,6 +237,10 @@ fn load(py: &std::path::Path, nodes: &Nodes, extra: &[&str]) -> String {
     let out = run_python(py, "mirror_load.py", &a, Duration::from_secs(240));
     assert_success(&out, nodes.iter().flatten().next().expect("a node"));
     out.stdout
+}
+
+fn load(py: &std::path::Path, nodes: &Nodes, extra: &[&str]) -> String {
+    load_into(py, nodes, (TOPIC, PARTITIONS), extra)
 }
 
 #[test]
@@ -470,22 +480,7 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     let destination = start(&net, &DESTINATION, DESTINATION_CLUSTER_ID);
     create_topic(&source, LEDGER, PARTS, &[]);
     wait_isr(node(&source, 0), LEDGER, PARTS, 3);
-    let run = |nodes: &Nodes, extra: &[&str]| {
-        let bootstrap = bootstrap_all(nodes);
-        let p = PARTS.to_string();
-        let mut a = vec![
-            "--bootstrap",
-            &bootstrap,
-            "--topic",
-            LEDGER,
-            "--partitions",
-            &p,
-        ];
-        a.extend_from_slice(extra);
-        let out = run_python(&py, "mirror_load.py", &a, Duration::from_secs(240));
-        assert_success(&out, nodes.iter().flatten().next().expect("a node"));
-        out.stdout
-    };
+    let run = |nodes: &Nodes, extra: &[&str]| load_into(&py, nodes, (LEDGER, PARTS), extra);
     run(&source, &["--count", "6000", "--txn-rounds", "2"]);
     // A transaction left open on the source.
     let bootstrap = bootstrap_all(&source);

@@ -430,13 +430,12 @@ impl MirrorStateCoordinator {
     }
 
     /// Replays every `__mirror_state` partition this broker leads that is not loaded
-    /// yet at its current leader epoch (nothing to do while the topic does not exist),
-    /// after dropping the ones it no longer leads ([`resign`](Self::resign)).
-    /// Idempotent; call it again after leadership changes. Partitions that fail are
-    /// reported (the first error) and retried by the next call or on first use.
+    /// yet at its current leader epoch (nothing to do while the topic does not exist);
+    /// [`resign`](Self::resign) drops the ones it no longer leads. Idempotent; call it
+    /// again after leadership changes. Partitions that fail are reported (the first
+    /// error) and retried by the next call or on first use.
     pub async fn load(&self) -> Result<(), CoordinatorError> {
         self.load_called.set(true);
-        self.resign();
         let Some(topic) = self.state_topic() else {
             tracing::debug!("{MIRROR_STATE_TOPIC} does not exist yet: nothing to load");
             return Ok(());

@@ -680,13 +680,7 @@ impl MirrorFetcher {
             return Ok(());
         }
         let target = Offset(target);
-        if target <= log.log_start_offset() {
-            log.truncate_fully_and_start_at(target)
-                .await
-                .map_err(|e| e.to_string())?;
-        } else {
-            log.truncate_to(target).await.map_err(|e| e.to_string())?;
-        }
+        log.cut_to(target).await.map_err(|e| e.to_string())?;
         let new_end = log.log_end_offset();
         self.with_state(tp, |s| s.status.truncated_records += end - new_end.0);
         tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = new_end.0, source_epoch, complete = truncation.complete, "mirror log truncated where the source diverges");

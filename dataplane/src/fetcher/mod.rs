@@ -259,13 +259,7 @@ pub async fn prepare_partition(
     let discarded = if end <= target {
         0
     } else {
-        if target <= log.log_start_offset() {
-            log.truncate_fully_and_start_at(target)
-                .await
-                .map_err(|e| e.to_string())?;
-        } else {
-            log.truncate_to(target).await.map_err(|e| e.to_string())?;
-        }
+        log.cut_to(target).await.map_err(|e| e.to_string())?;
         let new_end = log.log_end_offset();
         tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded = end.0 - target.0, "PREPARING truncated the log to the last mirrored epoch");
         end.0 - target.0

@@ -826,6 +826,16 @@ impl PartitionLog {
         Ok(())
     }
 
+    /// Cuts the log back to end at `offset`: [`truncate_to`](Self::truncate_to), or, when
+    /// that is at or before the log start, [`truncate_fully_and_start_at`](Self::truncate_fully_and_start_at).
+    pub async fn cut_to(&mut self, offset: Offset) -> Result<(), LogError> {
+        if offset <= self.log_start_offset {
+            self.truncate_fully_and_start_at(offset).await
+        } else {
+            self.truncate_to(offset).await
+        }
+    }
+
     /// Deletes every segment and starts an empty log at `offset` (log start = log end).
     pub async fn truncate_fully_and_start_at(&mut self, offset: Offset) -> Result<(), LogError> {
         self.generation += 1;

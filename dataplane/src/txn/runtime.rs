@@ -148,9 +148,28 @@ impl TxnRuntime {
     }
 
     /// This shard's connection to broker `node` for transaction traffic (markers,
-    /// verification), taken out while a request is on it.
-    pub(crate) fn take_link(&self, node: i32) -> Option<crate::client::KafkaConnection> {
-        self.marker_links.borrow_mut().remove(&node)
+    /// verification), taken out while a request is on it: the cached one, or a new one.
+    pub(crate) async fn take_link(
+        &self,
+        image: &crate::metadata::MetadataImage,
+        node: i32,
+    ) -> Result<crate::client::KafkaConnection, String> {
+        let cached = self.marker_links.borrow_mut().remove(&node);
+        if let Some(c) = cached.filter(|c| !c.is_broken()) {
+            return Ok(c);
+        }
+        let addr = image
+            .broker_address(node)
+            .ok_or_else(|| format!("broker {node} is not known"))?;
+        let config = crate::client::ConnectionConfig {
+            client_id: format!("twinlog-txn-{}", image.node_id),
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            response_bytes_max: 1 << 20,
+        };
+        crate::client::KafkaConnection::connect_with(&addr.to_string(), &config)
+            .await
+            .map_err(|e| format!("connecting to broker {node}: {e}"))
     }
 
     /// Gives back a connection [`take_link`](Self::take_link) took.
@@ -426,23 +445,8 @@ async fn write_marker_remote(
     };
     use kafka_protocol::messages::WriteTxnMarkersRequest;
     let not_leader = ResponseError::NotLeaderOrFollower.code();
-    let addr = image.broker_address(leader).ok_or(not_leader)?;
     let rt = ctx.txn_runtime().ok_or_else(coordinator_not_available)?;
-    let cached = rt.marker_links.borrow_mut().remove(&leader);
-    let mut conn = match cached.filter(|c| !c.is_broken()) {
-        Some(c) => c,
-        None => {
-            let config = crate::client::ConnectionConfig {
-                client_id: format!("twinlog-txn-markers-{}", image.node_id),
-                connect_timeout: Duration::from_secs(5),
-                request_timeout: Duration::from_secs(30),
-                response_bytes_max: 1 << 20,
-            };
-            crate::client::KafkaConnection::connect_with(&addr.to_string(), &config)
-                .await
-                .map_err(|_| not_leader)?
-        }
-    };
+    let mut conn = rt.take_link(image, leader).await.map_err(|_| not_leader)?;
     let request =
         WriteTxnMarkersRequest::default().with_markers(vec![WritableTxnMarker::default()
             .with_producer_id(kafka_protocol::messages::ProducerId(marker.producer_id.0))
@@ -454,7 +458,7 @@ async fn write_marker_remote(
                 .with_partition_indexes(vec![marker.topic_partition.partition])])]);
     let answer = conn.send(&request, 1).await;
     if !conn.is_broken() {
-        rt.marker_links.borrow_mut().insert(leader, conn);
+        rt.put_link(leader, conn);
     }
     let response = answer.map_err(|_| not_leader)?;
     let code = response

@@ -17,7 +17,6 @@
 //! as before.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use kafka_protocol::messages::DescribeTransactionsRequest;
 use kafka_protocol::ResponseError;
@@ -129,24 +128,7 @@ async fn describe(ctx: &Rc<ShardCtx>, transactional_id: &str) -> Result<Option<D
         .map_err(|code| format!("coordinator error {code}"))?;
         return Ok(d.map(Described::from));
     }
-    let addr = image
-        .broker_address(leader)
-        .ok_or_else(|| format!("the coordinator's broker {leader} is not known"))?;
-    let cached = runtime.take_link(leader);
-    let mut conn = match cached.filter(|c| !c.is_broken()) {
-        Some(c) => c,
-        None => {
-            let config = crate::client::ConnectionConfig {
-                client_id: format!("twinlog-txn-verify-{}", image.node_id),
-                connect_timeout: Duration::from_secs(5),
-                request_timeout: Duration::from_secs(10),
-                response_bytes_max: 1 << 20,
-            };
-            crate::client::KafkaConnection::connect_with(&addr.to_string(), &config)
-                .await
-                .map_err(|e| format!("connecting to broker {leader}: {e}"))?
-        }
-    };
+    let mut conn = runtime.take_link(&image, leader).await?;
     let request = DescribeTransactionsRequest::default().with_transactional_ids(vec![
         kafka_protocol::messages::TransactionalId(crate::api::str_bytes(transactional_id)),
     ]);
