@@ -1560,7 +1560,13 @@ fn a_crash_at_each_stopping_step_and_in_delete_mirror_finishes_after_restart() {
         dataplane::wire::mirror::MirrorRequest::ReadMirrorStates(
             dataplane::wire::mirror::ReadMirrorStatesRequest {
                 mirror_name: "m".into(),
-                topics: topics.iter().map(|t| (t.clone(), vec![0])).collect(),
+                topics: topics
+                    .iter()
+                    .map(|t| dataplane::wire::mirror::ReadMirrorStatesTopic {
+                        name: t.clone(),
+                        partitions: vec![0],
+                    })
+                    .collect(),
             },
         ),
     ) {

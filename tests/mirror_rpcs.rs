@@ -68,7 +68,7 @@ fn state_rpcs_fencing_list_describe_and_read_only_delete_records() {
         bootstrap,
         MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
             mirror_name: "m".into(),
-            topics: vec![("t".into(), vec![0, 1]), ("nope".into(), vec![0])],
+            topics: vec![("t", vec![0, 1]).into(), ("nope", vec![0]).into()],
         }),
     ) {
         MirrorResponse::ReadMirrorStates(r) => r,

@@ -110,13 +110,13 @@ pub fn mirror_rpc(data: &[u8]) {
     if which & 0x80 == 0 {
         if let Ok(request) = MirrorRequest::decode(key, &mut buf) {
             let mut out = bytes::BytesMut::new();
-            request.encode(&mut out);
+            request.encode(&mut out).expect("what decodes encodes");
             let again = MirrorRequest::decode(key, &mut out.freeze()).expect("re-decode");
             assert_eq!(again, request);
         }
     } else if let Ok(response) = MirrorResponse::decode(key, &mut buf) {
         let mut out = bytes::BytesMut::new();
-        response.encode(&mut out);
+        response.encode(&mut out).expect("what decodes encodes");
         let again = MirrorResponse::decode(key, &mut out.freeze()).expect("re-decode");
         assert_eq!(again, response);
     }
@@ -214,14 +214,14 @@ pub mod seeds {
         let index = |key: i16| keys::ALL.iter().position(|k| *k == key).expect("key") as u8;
         let request = |name, r: MirrorRequest| {
             let mut out = bytes::BytesMut::new();
-            r.encode(&mut out);
+            r.encode(&mut out).expect("seed encodes");
             let mut v = vec![index(r.api_key())];
             v.extend_from_slice(&out);
             (name, v)
         };
         let response = |name, r: MirrorResponse| {
             let mut out = bytes::BytesMut::new();
-            r.encode(&mut out);
+            r.encode(&mut out).expect("seed encodes");
             let mut v = vec![index(r.api_key()) | 0x80];
             v.extend_from_slice(&out);
             (name, v)
@@ -231,7 +231,7 @@ pub mod seeds {
                 "create_mirror",
                 MirrorRequest::CreateMirror(CreateMirrorRequest {
                     mirror_name: "dr".into(),
-                    configs: vec![("bootstrap.servers".into(), Some("a:9092".into()))],
+                    configs: vec![("bootstrap.servers", Some("a:9092")).into()],
                 }),
             ),
             request(

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use dataplane::client::{metadata_request, BlockingConnection, ClientError, ClusterMetadata};
 use dataplane::wire::mirror::{MirrorRequest, MirrorResponse};
 use dataplane::wire::BatchIter;
@@ -394,15 +394,10 @@ impl Admin {
                 "{addr} does not serve the mirror RPCs (api key {key}): not a Twinlog broker?"
             )));
         }
-        let mut body = BytesMut::new();
-        request.encode(&mut body);
-        let mut reply = conn
-            .send_raw(key, 0, &body)
-            .map_err(|source| AdminError::Client {
-                addr: addr.clone(),
-                source,
-            })?;
-        MirrorResponse::decode(key, &mut reply)
-            .map_err(|e| AdminError::Other(format!("{addr}: mirror response (key {key}): {e}")))
+        let client = |source| AdminError::Client {
+            addr: addr.clone(),
+            source,
+        };
+        Ok(dataplane::map_mirror_request!(request, r => conn.send(r, 0).map_err(client)?))
     }
 }

@@ -125,7 +125,7 @@ fn run_inner(args: &MirrorArgs) -> Result<(), PerfError> {
     }
     match destination.mirror(&MirrorRequest::CreateMirror(CreateMirrorRequest {
         mirror_name: args.mirror_name.clone(),
-        configs,
+        configs: configs.into_iter().map(Into::into).collect(),
     }))? {
         MirrorResponse::CreateMirror(r) if r.error_code == 0 => {}
         MirrorResponse::CreateMirror(r)

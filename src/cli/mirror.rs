@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use clap::{Args, Subcommand};
 use dataplane::wire::mirror::{
-    AddTopicsToMirrorRequest, CreateMirrorRequest, DeleteMirrorRequest, DescribeMirrorsRequest,
-    DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition, ListMirrorsRequest,
-    ListedMirror, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
-    MirrorStatesTopic, MirrorTopicMetadata, MirrorTopicsRequest, MirrorTopicsResponse,
-    ReadMirrorStatesRequest, RemoveTopicsFromMirrorRequest, WriteMirrorStatesRequest,
+    topic_names, AddTopicsToMirrorRequest, CreateMirrorRequest, DeleteMirrorRequest,
+    DescribeMirrorsRequest, DescribeMirrorsResponse, DescribedMirror, DescribedMirrorPartition,
+    ListMirrorsRequest, ListedMirror, MirrorPartitionState, MirrorRequest, MirrorResponse,
+    MirrorStateEntry, MirrorStatesTopic, MirrorTopicMetadata, MirrorTopicsResponse,
+    PauseMirrorTopicsRequest, ReadMirrorStatesRequest, ReadMirrorStatesTopic,
+    RemoveTopicsFromMirrorRequest, ResumeMirrorTopicsRequest, WriteMirrorStatesRequest,
 };
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{BrokerId, ListOffsetsRequest, TopicName};
@@ -186,9 +187,9 @@ fn execute(args: MirrorArgs) -> Result<(), CliError> {
             when_caught_up.then_some(timeout),
         ),
         MirrorCommand::Pause { name, topics } => {
-            let request = MirrorRequest::PauseMirrorTopics(MirrorTopicsRequest {
+            let request = MirrorRequest::PauseMirrorTopics(PauseMirrorTopicsRequest {
                 mirror_name: name,
-                topics,
+                topics: topic_names(topics),
                 state_validation_offset: -1,
             });
             match admin.mirror(&request)? {
@@ -197,9 +198,9 @@ fn execute(args: MirrorArgs) -> Result<(), CliError> {
             }
         }
         MirrorCommand::Resume { name, topics } => {
-            let request = MirrorRequest::ResumeMirrorTopics(MirrorTopicsRequest {
+            let request = MirrorRequest::ResumeMirrorTopics(ResumeMirrorTopicsRequest {
                 mirror_name: name,
-                topics,
+                topics: topic_names(topics),
                 state_validation_offset: -1,
             });
             match admin.mirror(&request)? {
@@ -269,7 +270,7 @@ fn create(
     all.extend(configs.into_iter().map(|(k, v)| (k, Some(v))));
     let request = MirrorRequest::CreateMirror(CreateMirrorRequest {
         mirror_name: name.clone(),
-        configs: all,
+        configs: all.into_iter().map(Into::into).collect(),
     });
     match admin.mirror(&request)? {
         MirrorResponse::CreateMirror(r) => {
@@ -478,7 +479,10 @@ fn recover(admin: &mut Admin, name: &str, topics: &[String]) -> Result<(), CliEr
     }
     let read = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
         mirror_name: name.to_string(),
-        topics: failed.into_iter().collect(),
+        topics: failed
+            .into_iter()
+            .map(|(name, partitions)| ReadMirrorStatesTopic { name, partitions })
+            .collect(),
     });
     let states = match admin.mirror(&read)? {
         MirrorResponse::ReadMirrorStates(r) => {
@@ -828,7 +832,7 @@ fn remove(
     }
     let request = MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
         mirror_name: name.to_string(),
-        topics,
+        topics: topic_names(topics),
         patterns: Vec::new(),
         state_validation_offset: -1,
     });

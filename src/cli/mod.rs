@@ -31,9 +31,8 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use dataplane::client::{BlockingConnection, ClientError};
-use dataplane::wire::mirror::{MirrorCodecError, MirrorRequest, MirrorResponse};
+use dataplane::wire::mirror::{MirrorRequest, MirrorResponse};
 use kafka_protocol::protocol::Request;
 use kafka_protocol::ResponseError;
 
@@ -58,12 +57,6 @@ pub enum CliError {
         api: &'static str,
         api_key: i16,
         hint: &'static str,
-    },
-    #[error("cannot decode the {api} response from {addr}: {source}")]
-    Decode {
-        addr: String,
-        api: &'static str,
-        source: MirrorCodecError,
     },
     /// Anything else, as a full sentence.
     #[error("{0}")]
@@ -197,20 +190,12 @@ impl Admin {
                 hint: "; cluster mirroring needs a Twinlog broker",
             });
         }
-        let mut body = BytesMut::new();
-        request.encode(&mut body);
-        let mut response =
-            self.conn
-                .send_raw(api_key, 0, &body)
-                .map_err(|source| CliError::Client {
-                    addr: self.addr.clone(),
-                    source,
-                })?;
-        MirrorResponse::decode(api_key, &mut response).map_err(|source| CliError::Decode {
+        let conn = &mut self.conn;
+        let client = |source| CliError::Client {
             addr: self.addr.clone(),
-            api,
             source,
-        })
+        };
+        Ok(dataplane::map_mirror_request!(request, r => conn.send(r, 0).map_err(client)?))
     }
 
     /// The `host:port` of every broker of the cluster (Metadata), this one's first.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use dataplane::client::BlockingConnection;
 use dataplane::wire::mirror::*;
 use dataplane::wire::{BatchIter, RecordBatch};
@@ -21,11 +21,7 @@ pub fn connect(bootstrap: &str) -> BlockingConnection {
 
 pub fn rpc(bootstrap: &str, request: MirrorRequest) -> MirrorResponse {
     let mut conn = connect(bootstrap);
-    let key = request.api_key();
-    let mut body = BytesMut::new();
-    request.encode(&mut body);
-    let mut reply = conn.send_raw(key, 0, &body).expect("mirror rpc");
-    MirrorResponse::decode(key, &mut reply).expect("decode mirror response")
+    dataplane::map_mirror_request!(&request, r => conn.send(r, 0).expect("mirror rpc"))
 }
 
 pub fn create_mirror(
@@ -42,7 +38,7 @@ pub fn create_mirror(
         dest,
         MirrorRequest::CreateMirror(CreateMirrorRequest {
             mirror_name: name.to_string(),
-            configs,
+            configs: configs.into_iter().map(Into::into).collect(),
         }),
     ) {
         MirrorResponse::CreateMirror(r) => r,
@@ -77,7 +73,7 @@ pub fn remove_topics(dest: &str, mirror: &str, topics: &[&str]) -> MirrorTopicsR
         dest,
         MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
             mirror_name: mirror.to_string(),
-            topics: topics.iter().map(|t| t.to_string()).collect(),
+            topics: topic_names(topics.iter().copied()),
             patterns: Vec::new(),
             state_validation_offset: -1,
         }),
@@ -93,15 +89,20 @@ pub fn pause_resume(
     topics: &[&str],
     pause: bool,
 ) -> MirrorTopicsResponse {
-    let req = MirrorTopicsRequest {
-        mirror_name: mirror.to_string(),
-        topics: topics.iter().map(|t| t.to_string()).collect(),
-        state_validation_offset: -1,
-    };
+    let mirror_name = mirror.to_string();
+    let topics = topic_names(topics.iter().copied());
     let request = if pause {
-        MirrorRequest::PauseMirrorTopics(req)
+        MirrorRequest::PauseMirrorTopics(PauseMirrorTopicsRequest {
+            mirror_name,
+            topics,
+            state_validation_offset: -1,
+        })
     } else {
-        MirrorRequest::ResumeMirrorTopics(req)
+        MirrorRequest::ResumeMirrorTopics(ResumeMirrorTopicsRequest {
+            mirror_name,
+            topics,
+            state_validation_offset: -1,
+        })
     };
     match rpc(dest, request) {
         MirrorResponse::PauseMirrorTopics(r) | MirrorResponse::ResumeMirrorTopics(r) => r,

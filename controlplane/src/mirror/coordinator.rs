@@ -29,8 +29,8 @@ use dataplane::shard::{ShardReply, ShardRequest, ShardRequestError, ShardRouter}
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     errors, MirrorPartitionState, MirrorStateEntry, MirrorStatesTopic, ReadMirrorStatesRequest,
-    ReadMirrorStatesResponse, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
-    WriteMirrorStatesTopicResult,
+    ReadMirrorStatesResponse, ReadMirrorStatesTopic, WriteMirrorStatesRequest,
+    WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
 };
 use futures::future::LocalBoxFuture;
 use futures::lock::Mutex as AsyncMutex;
@@ -602,7 +602,7 @@ impl MirrorStateCoordinator {
         let image = self.metadata.load();
         let state_topic = image.topic(MIRROR_STATE_TOPIC).cloned();
         let mut topics = Vec::with_capacity(req.topics.len());
-        for (name, partitions) in &req.topics {
+        for ReadMirrorStatesTopic { name, partitions } in &req.topics {
             let topic = image.topic(name);
             let mut entries = Vec::with_capacity(partitions.len());
             for &partition in partitions {
@@ -1231,7 +1231,7 @@ mod tests {
     ) -> Vec<MirrorStateEntry> {
         let resp = block_on(c.read(&ReadMirrorStatesRequest {
             mirror_name: mirror.to_string(),
-            topics: vec![(topic.to_string(), partitions)],
+            topics: vec![(topic, partitions).into()],
         }));
         assert_eq!(resp.error_code, 0);
         resp.topics.into_iter().flat_map(|t| t.partitions).collect()
@@ -1890,7 +1890,7 @@ mod tests {
                 let read = c
                     .read(&ReadMirrorStatesRequest {
                         mirror_name: "m".to_string(),
-                        topics: vec![("orders".to_string(), vec![3, 4])],
+                        topics: vec![("orders", vec![3, 4]).into()],
                     })
                     .await;
                 let got = &read.topics[0].partitions;

@@ -1113,17 +1113,13 @@ impl MirrorManager {
         // truncate this cluster's own data to the source's view).
         let mut looped: HashMap<String, String> = HashMap::new();
         if conn.api_range(keys::LIST_MIRRORS).is_some() {
-            let mut body = bytes::BytesMut::new();
-            MirrorRequest::ListMirrors(dataplane::wire::mirror::ListMirrorsRequest {
+            let request = dataplane::wire::mirror::ListMirrorsRequest {
                 include_topic_names: true,
-            })
-            .encode(&mut body);
-            let mut reply = conn
-                .send_raw(keys::LIST_MIRRORS, 0, &body)
+            };
+            let list = conn
+                .send(&request, 0)
                 .await
                 .map_err(|e| StepError::from(format!("loop check on the source: {e}")))?;
-            if let Ok(MirrorResponse::ListMirrors(list)) =
-                MirrorResponse::decode(keys::LIST_MIRRORS, &mut reply)
             {
                 for source_mirror in list
                     .mirrors
@@ -1152,7 +1148,7 @@ impl MirrorManager {
         for (topic, p) in parts {
             lookups.entry(topic.id).or_default().push(*p);
         }
-        let request = MirrorRequest::DescribeMirrors(DescribeMirrorsRequest {
+        let request = DescribeMirrorsRequest {
             mirror_names: Some(Vec::new()),
             include_authorized_operations: false,
             cluster_id: Some(image.cluster_id.clone()),
@@ -1163,9 +1159,7 @@ impl MirrorManager {
                     partitions,
                 })
                 .collect(),
-        });
-        let mut body = bytes::BytesMut::new();
-        request.encode(&mut body);
+        };
         // Each source broker answers for the keys it coordinates: ask them all and keep
         // the highest LME per partition (reference §2.8).
         let brokers: Vec<i32> = match cluster.metadata(Some(&[])).await {
@@ -1180,17 +1174,9 @@ impl MirrorManager {
                     "LME look-up: cannot reach source broker {broker}: {e}"
                 ))
             })?;
-            let mut reply = conn
-                .send_raw(keys::DESCRIBE_MIRRORS, 0, &body)
-                .await
-                .map_err(|e| {
-                    StepError::from(format!("LME look-up on source broker {broker}: {e}"))
-                })?;
-            let response = MirrorResponse::decode(keys::DESCRIBE_MIRRORS, &mut reply)
-                .map_err(|e| StepError::from(format!("LME look-up answer: {e}")))?;
-            let MirrorResponse::DescribeMirrors(d) = response else {
-                return Err("LME look-up: unexpected answer".to_string().into());
-            };
+            let d = conn.send(&request, 0).await.map_err(|e| {
+                StepError::from(format!("LME look-up on source broker {broker}: {e}"))
+            })?;
             if d.error_code != 0 {
                 return Err(format!(
                     "LME look-up on source broker {broker}: error {} {}",

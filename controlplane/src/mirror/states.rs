@@ -24,12 +24,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use dataplane::client::{ConnectionConfig, KafkaConnection};
+use dataplane::client::{ClientError, ConnectionConfig, KafkaConnection};
 use dataplane::metadata::{MetadataCell, MetadataImage, TopicImage};
 use dataplane::wire::mirror::{
     MirrorRequest, MirrorResponse, MirrorStateEntry, MirrorStatesTopic, ReadMirrorStatesRequest,
-    WriteMirrorStatesRequest, WriteMirrorStatesResponse, WriteMirrorStatesTopicResult,
+    ReadMirrorStatesTopic, WriteMirrorStatesRequest, WriteMirrorStatesResponse,
+    WriteMirrorStatesTopicResult,
 };
 use kafka_protocol::ResponseError;
 use uuid::Uuid;
@@ -244,7 +244,10 @@ impl MirrorStates {
             mirror_name: mirror.to_string(),
             topics: topics
                 .iter()
-                .map(|(name, (_, ps))| (name.clone(), ps.clone()))
+                .map(|(name, (_, ps))| ReadMirrorStatesTopic {
+                    name: name.clone(),
+                    partitions: ps.clone(),
+                })
                 .collect(),
         });
         let MirrorResponse::ReadMirrorStates(response) = self.call(image, node, request).await?
@@ -401,15 +404,13 @@ impl MirrorStates {
                     .map_err(|e| format!("connecting to broker {node}: {e}"))?
             }
         };
-        let api_key = request.api_key();
-        let mut body = BytesMut::new();
-        request.encode(&mut body);
-        let answer = conn.send_raw(api_key, 0, &body).await;
+        let answer: Result<MirrorResponse, ClientError> =
+            async { Ok(dataplane::map_mirror_request!(&request, r => conn.send(r, 0).await?)) }
+                .await;
         if !conn.is_broken() {
             self.links.borrow_mut().insert(node, conn);
         }
-        let mut reply = answer.map_err(|e| format!("broker {node}: {e}"))?;
-        MirrorResponse::decode(api_key, &mut reply).map_err(|e| format!("broker {node}: {e}"))
+        answer.map_err(|e| format!("broker {node}: {e}"))
     }
 }
 

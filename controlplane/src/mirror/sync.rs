@@ -1052,7 +1052,7 @@ impl MirrorSync {
             tracing::warn!(mirror = %name, topics = ?excluded, "mirrored topics now match topics.exclude: removing them from the mirror (they fail over)");
             let request = MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
                 mirror_name: name.to_string(),
-                topics: excluded,
+                topics: dataplane::wire::mirror::topic_names(excluded),
                 patterns: Vec::new(),
                 state_validation_offset: -1,
             });
@@ -1446,17 +1446,10 @@ async fn self_request(
     key: i16,
     request: MirrorRequest,
 ) -> Result<dataplane::wire::mirror::MirrorTopicsResponse, String> {
-    let mut body = bytes::BytesMut::new();
-    request.encode(&mut body);
-    let mut reply = conn
-        .send_raw(key, 0, &body)
-        .await
-        .map_err(|e| format!("mirror request {key} to this broker: {e}"))?;
-    match MirrorResponse::decode(key, &mut reply) {
-        Ok(MirrorResponse::AddTopicsToMirror(r))
-        | Ok(MirrorResponse::RemoveTopicsFromMirror(r)) => Ok(r),
-        Ok(_) => Err(format!("mirror request {key}: unexpected answer")),
-        Err(e) => Err(format!("mirror request {key} answer: {e}")),
+    let failed = |e| format!("mirror request {key} to this broker: {e}");
+    match dataplane::map_mirror_request!(&request, r => conn.send(r, 0).await.map_err(failed)?) {
+        MirrorResponse::AddTopicsToMirror(r) | MirrorResponse::RemoveTopicsFromMirror(r) => Ok(r),
+        _ => Err(format!("mirror request {key}: unexpected answer")),
     }
 }
 

@@ -30,13 +30,31 @@ pub async fn handle(
             MirrorResponse::AddTopicsToMirror(add_topics(ctx, r).await)
         }
         MirrorRequest::RemoveTopicsFromMirror(r) => MirrorResponse::RemoveTopicsFromMirror(
-            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Stopped).await,
+            set_topics_state(
+                ctx,
+                &r.mirror_name,
+                names_of(&r.topics),
+                DesiredMirrorState::Stopped,
+            )
+            .await,
         ),
         MirrorRequest::PauseMirrorTopics(r) => MirrorResponse::PauseMirrorTopics(
-            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Paused).await,
+            set_topics_state(
+                ctx,
+                &r.mirror_name,
+                names_of(&r.topics),
+                DesiredMirrorState::Paused,
+            )
+            .await,
         ),
         MirrorRequest::ResumeMirrorTopics(r) => MirrorResponse::ResumeMirrorTopics(
-            set_topics_state(ctx, &r.mirror_name, r.topics, DesiredMirrorState::Mirroring).await,
+            set_topics_state(
+                ctx,
+                &r.mirror_name,
+                names_of(&r.topics),
+                DesiredMirrorState::Mirroring,
+            )
+            .await,
         ),
         MirrorRequest::DeleteMirror(r) => MirrorResponse::DeleteMirror(delete_mirror(ctx, r).await),
         MirrorRequest::ListMirrors(r) => MirrorResponse::ListMirrors(list_mirrors(ctx, &r)),
@@ -125,7 +143,7 @@ fn source_connection_config(configs: &BTreeMap<String, String>, name: &str) -> C
 
 async fn create_mirror(ctx: &Rc<ShardCtx>, r: CreateMirrorRequest) -> SimpleMirrorResponse {
     let mut configs: BTreeMap<String, String> = BTreeMap::new();
-    for (k, v) in &r.configs {
+    for MirrorConfig { name: k, value: v } in &r.configs {
         match v {
             Some(v) => {
                 configs.insert(k.clone(), v.clone());
@@ -245,7 +263,10 @@ async fn actual_states(
 ) -> Result<Vec<MirrorPartitionState>, String> {
     let request = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
         mirror_name: mirror.to_string(),
-        topics: vec![(topic.to_string(), (0..partitions).collect())],
+        topics: vec![ReadMirrorStatesTopic {
+            name: topic.to_string(),
+            partitions: (0..partitions).collect(),
+        }],
     });
     match forward_to_mirror_manager(ctx, request).await {
         MirrorResponse::ReadMirrorStates(r) if r.error_code == 0 => Ok(r
@@ -596,25 +617,19 @@ async fn reverse_mirrored_topics(
     if conn.api_range(keys::LIST_MIRRORS).is_none() {
         return out;
     }
-    let mut body = bytes::BytesMut::new();
-    MirrorRequest::ListMirrors(ListMirrorsRequest {
+    let request = ListMirrorsRequest {
         include_topic_names: true,
-    })
-    .encode(&mut body);
-    let Ok(mut reply) = conn.send_raw(keys::LIST_MIRRORS, 0, &body).await else {
+    };
+    let Ok(list) = conn.send(&request, 0).await else {
         return out;
     };
-    if let Ok(MirrorResponse::ListMirrors(list)) =
-        MirrorResponse::decode(keys::LIST_MIRRORS, &mut reply)
+    for m in list
+        .mirrors
+        .into_iter()
+        .filter(|m| m.source_cluster_id == our_cluster_id)
     {
-        for m in list
-            .mirrors
-            .into_iter()
-            .filter(|m| m.source_cluster_id == our_cluster_id)
-        {
-            for t in m.topic_names {
-                out.insert(t, m.mirror_name.clone());
-            }
+        for t in m.topic_names {
+            out.insert(t, m.mirror_name.clone());
         }
     }
     out
@@ -754,13 +769,13 @@ pub fn error_response(request: &MirrorRequest, error_code: i16, message: &str) -
             r.topics.iter().map(|t| t.name.clone()).collect(),
         )),
         MirrorRequest::RemoveTopicsFromMirror(r) => {
-            MirrorResponse::RemoveTopicsFromMirror(per_topic(r.topics.clone()))
+            MirrorResponse::RemoveTopicsFromMirror(per_topic(names_of(&r.topics)))
         }
         MirrorRequest::PauseMirrorTopics(r) => {
-            MirrorResponse::PauseMirrorTopics(per_topic(r.topics.clone()))
+            MirrorResponse::PauseMirrorTopics(per_topic(names_of(&r.topics)))
         }
         MirrorRequest::ResumeMirrorTopics(r) => {
-            MirrorResponse::ResumeMirrorTopics(per_topic(r.topics.clone()))
+            MirrorResponse::ResumeMirrorTopics(per_topic(names_of(&r.topics)))
         }
         MirrorRequest::ListMirrors(_) => MirrorResponse::ListMirrors(ListMirrorsResponse {
             error_code,
@@ -781,9 +796,10 @@ pub fn error_response(request: &MirrorRequest, error_code: i16, message: &str) -
                 topics: r
                     .topics
                     .iter()
-                    .map(|(name, parts)| MirrorStatesTopic {
-                        name: name.clone(),
-                        partitions: parts
+                    .map(|t| MirrorStatesTopic {
+                        name: t.name.clone(),
+                        partitions: t
+                            .partitions
                             .iter()
                             .map(|p| MirrorStateEntry {
                                 partition: *p,

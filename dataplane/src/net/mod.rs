@@ -434,7 +434,12 @@ fn encode_mirror_response(
             key: raw_key,
             message: e.to_string(),
         })?;
-    response.encode(&mut buf);
+    response
+        .encode(&mut buf)
+        .map_err(|e| ConnectionError::MirrorEncode {
+            key: raw_key,
+            message: e.to_string(),
+        })?;
     let size = i32::try_from(buf.len() - 4).map_err(|_| ConnectionError::MirrorEncode {
         key: raw_key,
         message: format!("response of {} bytes", buf.len() - 4),
@@ -459,7 +464,7 @@ mod tests {
             .with_client_id(Some(StrBytes::from_static_str("tool")))
             .encode(&mut buf, MIRROR_REQUEST_HEADER_VERSION)
             .expect("request header encodes");
-        request.encode(&mut buf);
+        request.encode(&mut buf).expect("request encodes");
         buf.freeze()
     }
 

@@ -2,13 +2,18 @@
 //! state numbering. Field layouts follow the upstream schemas of the same keys
 //! (`kip1279-reference.md` §2) with Twinlog's message names (`DECISIONS.md`).
 //!
-//! kafka-protocol does not know these keys, so the messages are plain structs with
-//! hand-written codecs ([`MirrorRequest::decode`], [`MirrorResponse::encode`], and the
-//! client direction). Like the rest of `wire`, decoding never panics on input.
+//! The messages are defined as JSON schemas in Kafka's message format
+//! (`dataplane/messages/*.json`); `codegen/` generates their structs and codecs
+//! ([`generated`]) on kafka-protocol's wire types, so each request is an ordinary
+//! kafka-protocol `Request` (sent with `KafkaConnection::send` like any other). This file
+//! keeps what is not wire layout: keys, error codes, state numbering, `mirror.name`
+//! values, and [`MirrorRequest`] / [`MirrorResponse`] for the broker's dispatch by key.
+//! Like the rest of `wire`, decoding never panics on input.
 
 use std::fmt;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::{Decodable, Encodable};
 
 /// API keys of the mirror RPCs.
 pub mod keys {
@@ -181,335 +186,10 @@ pub fn mirror_name_value(mirror: &str, desired: DesiredMirrorState) -> String {
     }
 }
 
-// ---------------------------------------------------------------------------------------
-// Messages. Strings are compact strings, arrays compact arrays, every struct ends with a
-// tagged-field section (unknown tags are skipped on decode). "tag N" marks a tagged field.
-// ---------------------------------------------------------------------------------------
 
-/// A plain answer: CreateMirror (94) and DeleteMirror (104) responses.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SimpleMirrorResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-}
-
-/// CreateMirror (94).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CreateMirrorRequest {
-    pub mirror_name: String,
-    /// `Config: []{ Name (string), Value (nullable string) }`.
-    pub configs: Vec<(String, Option<String>)>,
-}
-
-/// One topic of AddTopicsToMirror (95), filled in from the source cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorTopicMetadata {
-    pub topic_id: uuid::Uuid,
-    pub name: String,
-    pub num_partitions: i32,
-}
-
-/// AddTopicsToMirror (95).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AddTopicsToMirrorRequest {
-    pub mirror_name: String,
-    pub topics: Vec<MirrorTopicMetadata>,
-    /// tag 0
-    pub include_patterns: Vec<String>,
-    /// tag 1
-    pub exclude_patterns: Vec<String>,
-    /// -1: not set.
-    pub state_validation_offset: i64,
-}
-
-/// RemoveTopicsFromMirror (96).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RemoveTopicsFromMirrorRequest {
-    pub mirror_name: String,
-    /// `Topics: []{ TopicName }`.
-    pub topics: Vec<String>,
-    /// tag 0
-    pub patterns: Vec<String>,
-    pub state_validation_offset: i64,
-}
-
-/// PauseMirrorTopics (102) and ResumeMirrorTopics (103) share this layout.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorTopicsRequest {
-    pub mirror_name: String,
-    /// `Topics: []{ TopicName }`.
-    pub topics: Vec<String>,
-    pub state_validation_offset: i64,
-}
-
-/// Per-topic outcome of AddTopicsToMirror, RemoveTopicsFromMirror, Pause and Resume.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorTopicResult {
-    pub name: String,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-}
-
-/// Response of 95, 96, 102 and 103. The top-level error is the first per-topic error.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorTopicsResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub topics: Vec<MirrorTopicResult>,
-}
-
-/// DeleteMirror (104).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DeleteMirrorRequest {
-    pub mirror_name: String,
-    pub state_validation_offset: i64,
-}
-
-/// ListMirrors (98).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListMirrorsRequest {
-    pub include_topic_names: bool,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListedMirror {
-    pub mirror_name: String,
-    pub source_bootstrap: String,
-    /// "" = unknown.
-    pub source_cluster_id: String,
-    pub topic_count: i32,
-    pub topic_names: Vec<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ListMirrorsResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub mirrors: Vec<ListedMirror>,
-}
-
-/// One LME look-up of DescribeMirrors: a topic id and its partitions.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LmeLookup {
-    pub topic_id: uuid::Uuid,
-    pub partitions: Vec<i32>,
-}
-
-/// DescribeMirrors (99).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DescribeMirrorsRequest {
-    /// `None` or empty: all mirrors.
-    pub mirror_names: Option<Vec<String>>,
-    pub include_authorized_operations: bool,
-    /// tag 0: the asking cluster's own id (LME look-ups).
-    pub cluster_id: Option<String>,
-    /// tag 1
-    pub lme_lookups: Vec<LmeLookup>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescribedMirrorPartition {
-    pub partition: i32,
-    /// Source high watermark, -1 unknown.
-    pub source_offset: i64,
-    /// Local log end offset, -1 unknown.
-    pub destination_offset: i64,
-    /// -1 unknown.
-    pub lag: i64,
-    /// A [`MirrorPartitionState::name`].
-    pub state: String,
-    /// -1: a non-retryable failure.
-    pub retry_attempt: i16,
-    pub error_message: Option<String>,
-    /// tag 0 (Twinlog): records the last PREPARING truncation discarded, -1 unknown.
-    pub truncated_records: i64,
-    /// tag 1 (Twinlog): the last mirrored epoch recorded at STOPPING, -1 none.
-    pub last_mirrored_epoch: i32,
-    /// tag 2 (Twinlog): the source's newest record timestamp minus the newest mirrored
-    /// one, in ms, -1 unknown.
-    pub lag_ms: i64,
-}
-
-impl Default for DescribedMirrorPartition {
-    fn default() -> Self {
-        DescribedMirrorPartition {
-            partition: 0,
-            source_offset: -1,
-            destination_offset: -1,
-            lag: -1,
-            state: MirrorPartitionState::Unknown.name().to_string(),
-            retry_attempt: 0,
-            error_message: None,
-            truncated_records: -1,
-            last_mirrored_epoch: -1,
-            lag_ms: -1,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DescribedMirrorTopic {
-    pub name: String,
-    pub partitions: Vec<DescribedMirrorPartition>,
-}
-
-/// One step of a mirror's periodic metadata sync (Twinlog: source cluster id, topic
-/// configs, partition counts, deleted source topics, group offsets).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorSyncStatus {
-    /// The step's name, e.g. `topic-configs`.
-    pub step: String,
-    /// Wall-clock time (ms since the epoch) of the step's last success, -1 never.
-    pub last_success_ms: i64,
-    /// Why the step's latest run failed; `None` once a run succeeds.
-    pub last_error: Option<String>,
-}
-
-impl Default for MirrorSyncStatus {
-    fn default() -> Self {
-        MirrorSyncStatus {
-            step: String::new(),
-            last_success_ms: -1,
-            last_error: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DescribedMirror {
-    pub error_code: i16,
-    pub mirror_name: String,
-    /// i32::MIN: not asked for.
-    pub authorized_operations: i32,
-    pub topics: Vec<DescribedMirrorTopic>,
-    /// tag 0 (Twinlog): the metadata sync's steps, last success and last error.
-    pub sync: Vec<MirrorSyncStatus>,
-}
-
-impl Default for DescribedMirror {
-    fn default() -> Self {
-        DescribedMirror {
-            error_code: 0,
-            mirror_name: String::new(),
-            authorized_operations: i32::MIN,
-            topics: Vec::new(),
-            sync: Vec::new(),
-        }
-    }
-}
-
-/// One partition's LME answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LmePartition {
-    pub partition: i32,
-    /// -1: none recorded.
-    pub last_mirrored_epoch: i32,
-    /// tag 0 (Twinlog): where the mirrored history ended at failover, -1 unknown.
-    pub last_mirrored_offset: i64,
-}
-
-impl Default for LmePartition {
-    fn default() -> Self {
-        LmePartition {
-            partition: 0,
-            last_mirrored_epoch: -1,
-            last_mirrored_offset: -1,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LmeResult {
-    pub topic_id: uuid::Uuid,
-    pub partitions: Vec<LmePartition>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DescribeMirrorsResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
-    pub mirrors: Vec<DescribedMirror>,
-    /// tag 0
-    pub lookup_results: Vec<LmeResult>,
-}
-
-/// ReadMirrorStates (100).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadMirrorStatesRequest {
-    pub mirror_name: String,
-    /// `Topics: []{ Name, Partitions: []int32 }`.
-    pub topics: Vec<(String, Vec<i32>)>,
-}
-
-/// A partition's stored state as ReadMirrorStates returns it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorStateEntry {
-    pub partition: i32,
-    /// -1: none.
-    pub last_mirrored_epoch: i32,
-    /// A [`MirrorPartitionState::code`].
-    pub state: i8,
-    pub error_code: i16,
-    pub previous_state: i8,
-    pub retry_attempt: i16,
-    pub error_message: Option<String>,
-    /// tag 0: the leader epoch of the last writer.
-    pub leader_epoch: i32,
-    /// tag 1: +1 on every transition.
-    pub state_epoch: i32,
-    /// tag 2 (Twinlog): records the last PREPARING truncation discarded, -1 unknown.
-    pub truncated_records: i64,
-    /// tag 3 (Twinlog): the log end offset that goes with `last_mirrored_epoch` (where
-    /// the mirrored history ended at failover), -1 unknown.
-    pub last_mirrored_offset: i64,
-}
-
-impl Default for MirrorStateEntry {
-    fn default() -> Self {
-        MirrorStateEntry {
-            partition: 0,
-            last_mirrored_epoch: -1,
-            state: MirrorPartitionState::Unknown.code(),
-            error_code: 0,
-            previous_state: MirrorPartitionState::Unknown.code(),
-            retry_attempt: 0,
-            error_message: None,
-            leader_epoch: -1,
-            state_epoch: 0,
-            truncated_records: -1,
-            last_mirrored_offset: -1,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MirrorStatesTopic {
-    pub name: String,
-    pub partitions: Vec<MirrorStateEntry>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadMirrorStatesResponse {
-    pub throttle_time_ms: i32,
-    pub error_code: i16,
-    pub topics: Vec<MirrorStatesTopic>,
-}
-
-/// WriteMirrorStates (101): each entry's `state` (when not `Unknown`) is written as a
-/// state record; `last_mirrored_epoch >= 0` is written as an LME record. `state_epoch` is
-/// the epoch the writer read (the coordinator rejects a mismatch with
-/// `FENCED_LEADER_EPOCH`... see the coordinator), `leader_epoch` the writer's partition
-/// leader epoch.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteMirrorStatesRequest {
-    pub mirror_name: String,
-    pub topics: Vec<MirrorStatesTopic>,
-    pub stopped_topics: Vec<String>,
-}
+#[rustfmt::skip]
+mod generated;
+pub use generated::*;
 
 impl WriteMirrorStatesRequest {
     /// One result per partition of the request, in its order, each with `error_code`
@@ -537,23 +217,49 @@ impl WriteMirrorStatesRequest {
     }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PartitionResult {
-    pub partition: i32,
-    pub error_code: i16,
-    pub error_message: Option<String>,
+impl From<&str> for MirrorTopicName {
+    fn from(name: &str) -> Self {
+        MirrorTopicName {
+            name: name.to_string(),
+        }
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteMirrorStatesTopicResult {
-    pub name: String,
-    pub partitions: Vec<PartitionResult>,
+impl From<String> for MirrorTopicName {
+    fn from(name: String) -> Self {
+        MirrorTopicName { name }
+    }
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteMirrorStatesResponse {
-    pub throttle_time_ms: i32,
-    pub topics: Vec<WriteMirrorStatesTopicResult>,
+impl<N: Into<String>, V: Into<String>> From<(N, Option<V>)> for MirrorConfig {
+    fn from((name, value): (N, Option<V>)) -> Self {
+        MirrorConfig {
+            name: name.into(),
+            value: value.map(Into::into),
+        }
+    }
+}
+
+impl<N: Into<String>> From<(N, Vec<i32>)> for ReadMirrorStatesTopic {
+    fn from((name, partitions): (N, Vec<i32>)) -> Self {
+        ReadMirrorStatesTopic {
+            name: name.into(),
+            partitions,
+        }
+    }
+}
+
+/// The `Topics: []{ Name }` of RemoveTopicsFromMirror, Pause and Resume.
+pub fn topic_names<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Vec<MirrorTopicName> {
+    names
+        .into_iter()
+        .map(|n| MirrorTopicName { name: n.into() })
+        .collect()
+}
+
+/// The names in a `Topics: []{ Name }` list.
+pub fn names_of(topics: &[MirrorTopicName]) -> Vec<String> {
+    topics.iter().map(|t| t.name.clone()).collect()
 }
 
 /// A decoded mirror request.
@@ -566,8 +272,8 @@ pub enum MirrorRequest {
     DescribeMirrors(DescribeMirrorsRequest),
     ReadMirrorStates(ReadMirrorStatesRequest),
     WriteMirrorStates(WriteMirrorStatesRequest),
-    PauseMirrorTopics(MirrorTopicsRequest),
-    ResumeMirrorTopics(MirrorTopicsRequest),
+    PauseMirrorTopics(PauseMirrorTopicsRequest),
+    ResumeMirrorTopics(ResumeMirrorTopicsRequest),
     DeleteMirror(DeleteMirrorRequest),
 }
 
@@ -586,54 +292,40 @@ pub enum MirrorResponse {
     DeleteMirror(SimpleMirrorResponse),
 }
 
-// ---------------------------------------------------------------------------------------
-// Codec. Version 0 of every mirror key, flexible (KIP-482): unsigned varints for compact
-// lengths (length + 1, 0 = null), big-endian integers, 16-byte uuids, one byte per bool,
-// and a tagged-field section closing every struct. Tagged fields are written only when
-// they differ from the `Default` value, in increasing tag order; unknown tags are skipped
-// on decode. Decoding never panics and never allocates more than the input can justify.
-// ---------------------------------------------------------------------------------------
+/// Runs `$body` with `$r` bound to the typed request inside a [`MirrorRequest`] and wraps
+/// its value (the typed response) in the matching [`MirrorResponse`]. `$body` is expanded
+/// once per key, so it can be generic over the request type, e.g.
+/// `map_mirror_request!(request, r => conn.send(r, 0).await?)`.
+#[macro_export]
+macro_rules! map_mirror_request {
+    ($request:expr, $r:ident => $body:expr) => {{
+        use $crate::wire::mirror::{MirrorRequest as Q, MirrorResponse as A};
+        match $request {
+            Q::CreateMirror($r) => A::CreateMirror($body),
+            Q::AddTopicsToMirror($r) => A::AddTopicsToMirror($body),
+            Q::RemoveTopicsFromMirror($r) => A::RemoveTopicsFromMirror($body),
+            Q::ListMirrors($r) => A::ListMirrors($body),
+            Q::DescribeMirrors($r) => A::DescribeMirrors($body),
+            Q::ReadMirrorStates($r) => A::ReadMirrorStates($body),
+            Q::WriteMirrorStates($r) => A::WriteMirrorStates($body),
+            Q::PauseMirrorTopics($r) => A::PauseMirrorTopics($body),
+            Q::ResumeMirrorTopics($r) => A::ResumeMirrorTopics($body),
+            Q::DeleteMirror($r) => A::DeleteMirror($body),
+        }
+    }};
+}
 
-/// Why a mirror message did not decode.
+/// Why a mirror message did not decode or encode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MirrorCodecError {
-    #[error("truncated {field}: needs {needed} bytes, {remaining} left")]
-    Truncated {
-        field: &'static str,
-        needed: usize,
-        remaining: usize,
-    },
     #[error("unknown mirror API key {0}")]
     UnknownApiKey(i16),
     #[error("mirror API key {key} v{version} is not supported (v0 only)")]
     UnsupportedVersion { key: i16, version: i16 },
-    #[error("{field}: unsigned varint longer than 32 bits")]
-    BadVarint { field: &'static str },
-    #[error("{field}: non-nullable string is null")]
-    NullString { field: &'static str },
-    #[error("{field}: string is not valid UTF-8")]
-    Utf8 { field: &'static str },
-    #[error("{field}: string of {len} bytes but only {remaining} left")]
-    BadStringLength {
-        field: &'static str,
-        len: usize,
-        remaining: usize,
-    },
-    #[error("{field}: non-nullable array is null")]
-    NullArray { field: &'static str },
-    #[error("{field}: array of {count} elements cannot fit in the {remaining} bytes left")]
-    BadArrayLength {
-        field: &'static str,
-        count: usize,
-        remaining: usize,
-    },
-    #[error("{field}: tagged field {tag} declares {declared} bytes but its value uses {used}")]
-    TaggedFieldSize {
-        field: &'static str,
-        tag: u32,
-        declared: usize,
-        used: usize,
-    },
+    #[error("malformed mirror message (API key {key}): {message}")]
+    Malformed { key: i16, message: String },
+    #[error("cannot encode mirror message (API key {key}): {message}")]
+    Encode { key: i16, message: String },
 }
 
 type CodecResult<T> = Result<T, MirrorCodecError>;
@@ -652,1058 +344,21 @@ pub fn check_version(api_key: i16, version: i16) -> CodecResult<()> {
     Ok(())
 }
 
-/// Array elements preallocated at most, whatever count the input claims.
-const PREALLOC_ELEMENTS_MAX: usize = 1024;
-
-// --- writing ---------------------------------------------------------------------------
-
-fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        buf.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    buf.put_u8(v as u8);
+fn encode_body<T: Encodable>(key: i16, message: &T, buf: &mut BytesMut) -> CodecResult<()> {
+    message
+        .encode(buf, 0)
+        .map_err(|e| MirrorCodecError::Encode {
+            key,
+            message: e.to_string(),
+        })
 }
 
-/// A length as the wire holds it. A string, array or tagged value of 4 GiB cannot be part
-/// of a message that fits a frame: such a value is a bug of the caller.
-fn len_u32(len: usize) -> u32 {
-    u32::try_from(len)
-        .ok()
-        .filter(|l| *l < u32::MAX)
-        .expect("length of a mirror message field fits in 32 bits")
-}
-
-/// A compact length: `len + 1` (0 is null).
-fn put_compact_len(buf: &mut BytesMut, len: usize) {
-    put_uvarint(buf, len_u32(len) + 1);
-}
-
-fn put_str(buf: &mut BytesMut, s: &str) {
-    put_compact_len(buf, s.len());
-    buf.put_slice(s.as_bytes());
-}
-
-fn put_nullable_str(buf: &mut BytesMut, s: Option<&str>) {
-    match s {
-        None => put_uvarint(buf, 0),
-        Some(s) => put_str(buf, s),
-    }
-}
-
-fn put_bool(buf: &mut BytesMut, b: bool) {
-    buf.put_u8(u8::from(b));
-}
-
-fn put_uuid(buf: &mut BytesMut, id: &uuid::Uuid) {
-    buf.put_slice(id.as_bytes());
-}
-
-fn put_array<T>(buf: &mut BytesMut, items: &[T], mut put: impl FnMut(&mut BytesMut, &T)) {
-    put_compact_len(buf, items.len());
-    for item in items {
-        put(buf, item);
-    }
-}
-
-fn put_str_array(buf: &mut BytesMut, items: &[String]) {
-    put_array(buf, items, |b, s| put_str(b, s));
-}
-
-fn put_i32_array(buf: &mut BytesMut, items: &[i32]) {
-    put_array(buf, items, |b, v| b.put_i32(*v));
-}
-
-fn put_struct_array<T: Codec>(buf: &mut BytesMut, items: &[T]) {
-    put_array(buf, items, |b, v| v.put(b));
-}
-
-/// A struct with no tagged field to write: an empty tagged-field section.
-fn put_no_tags(buf: &mut BytesMut) {
-    put_uvarint(buf, 0);
-}
-
-/// Collects the tagged fields of one struct, then writes the section.
-#[derive(Default)]
-struct TaggedFields {
-    fields: Vec<(u32, BytesMut)>,
-}
-
-impl TaggedFields {
-    /// Adds field `tag` when `present` (its value differs from the default). Tags are
-    /// added in increasing order.
-    fn field(mut self, tag: u32, present: bool, put: impl FnOnce(&mut BytesMut)) -> Self {
-        if present {
-            assert!(
-                self.fields.last().is_none_or(|(t, _)| *t < tag),
-                "tagged fields added out of order"
-            );
-            let mut value = BytesMut::new();
-            put(&mut value);
-            self.fields.push((tag, value));
-        }
-        self
-    }
-
-    fn put(self, buf: &mut BytesMut) {
-        put_uvarint(buf, len_u32(self.fields.len()));
-        for (tag, value) in self.fields {
-            put_uvarint(buf, tag);
-            put_uvarint(buf, len_u32(value.len()));
-            buf.put_slice(&value);
-        }
-    }
-}
-
-// --- reading ---------------------------------------------------------------------------
-
-fn need(buf: &Bytes, n: usize, field: &'static str) -> CodecResult<()> {
-    if buf.remaining() < n {
-        return Err(MirrorCodecError::Truncated {
-            field,
-            needed: n,
-            remaining: buf.remaining(),
-        });
-    }
-    Ok(())
-}
-
-fn get_i8(buf: &mut Bytes, field: &'static str) -> CodecResult<i8> {
-    need(buf, 1, field)?;
-    Ok(buf.get_i8())
-}
-
-fn get_i16(buf: &mut Bytes, field: &'static str) -> CodecResult<i16> {
-    need(buf, 2, field)?;
-    Ok(buf.get_i16())
-}
-
-fn get_i32(buf: &mut Bytes, field: &'static str) -> CodecResult<i32> {
-    need(buf, 4, field)?;
-    Ok(buf.get_i32())
-}
-
-fn get_i64(buf: &mut Bytes, field: &'static str) -> CodecResult<i64> {
-    need(buf, 8, field)?;
-    Ok(buf.get_i64())
-}
-
-/// Any non-zero byte is true, as Kafka reads it.
-fn get_bool(buf: &mut Bytes, field: &'static str) -> CodecResult<bool> {
-    need(buf, 1, field)?;
-    Ok(buf.get_u8() != 0)
-}
-
-fn get_uuid(buf: &mut Bytes, field: &'static str) -> CodecResult<uuid::Uuid> {
-    need(buf, 16, field)?;
-    let mut b = [0u8; 16];
-    buf.copy_to_slice(&mut b);
-    Ok(uuid::Uuid::from_bytes(b))
-}
-
-/// An unsigned varint of at most 32 bits (5 bytes, the last holding 4 bits).
-fn get_uvarint(buf: &mut Bytes, field: &'static str) -> CodecResult<u32> {
-    let mut value = 0u32;
-    for i in 0..5 {
-        need(buf, 1, field)?;
-        let b = buf.get_u8();
-        if i == 4 && b > 0x0f {
-            return Err(MirrorCodecError::BadVarint { field });
-        }
-        value |= u32::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(MirrorCodecError::BadVarint { field })
-}
-
-fn get_nullable_str(buf: &mut Bytes, field: &'static str) -> CodecResult<Option<String>> {
-    let n = get_uvarint(buf, field)? as usize;
-    let Some(len) = n.checked_sub(1) else {
-        return Ok(None);
-    };
-    if buf.remaining() < len {
-        return Err(MirrorCodecError::BadStringLength {
-            field,
-            len,
-            remaining: buf.remaining(),
-        });
-    }
-    let s = std::str::from_utf8(&buf[..len])
-        .map_err(|_| MirrorCodecError::Utf8 { field })?
-        .to_owned();
-    buf.advance(len);
-    Ok(Some(s))
-}
-
-fn get_str(buf: &mut Bytes, field: &'static str) -> CodecResult<String> {
-    get_nullable_str(buf, field)?.ok_or(MirrorCodecError::NullString { field })
-}
-
-/// A nullable compact array whose elements each take at least `min_size` bytes.
-fn get_nullable_array<T>(
-    buf: &mut Bytes,
-    field: &'static str,
-    min_size: usize,
-    mut get: impl FnMut(&mut Bytes) -> CodecResult<T>,
-) -> CodecResult<Option<Vec<T>>> {
-    let n = get_uvarint(buf, field)? as usize;
-    let Some(count) = n.checked_sub(1) else {
-        return Ok(None);
-    };
-    if count.saturating_mul(min_size.max(1)) > buf.remaining() {
-        return Err(MirrorCodecError::BadArrayLength {
-            field,
-            count,
-            remaining: buf.remaining(),
-        });
-    }
-    let mut items = Vec::with_capacity(count.min(PREALLOC_ELEMENTS_MAX));
-    for _ in 0..count {
-        items.push(get(buf)?);
-    }
-    Ok(Some(items))
-}
-
-fn get_array<T>(
-    buf: &mut Bytes,
-    field: &'static str,
-    min_size: usize,
-    get: impl FnMut(&mut Bytes) -> CodecResult<T>,
-) -> CodecResult<Vec<T>> {
-    get_nullable_array(buf, field, min_size, get)?.ok_or(MirrorCodecError::NullArray { field })
-}
-
-fn get_str_array(buf: &mut Bytes, field: &'static str) -> CodecResult<Vec<String>> {
-    get_array(buf, field, 1, |b| get_str(b, field))
-}
-
-fn get_i32_array(buf: &mut Bytes, field: &'static str) -> CodecResult<Vec<i32>> {
-    get_array(buf, field, 4, |b| get_i32(b, field))
-}
-
-fn get_struct_array<T: Codec>(buf: &mut Bytes, field: &'static str) -> CodecResult<Vec<T>> {
-    get_array(buf, field, T::MIN_SIZE, T::get)
-}
-
-/// Reads a tagged-field section. `known` decodes the value of a tag it knows from the
-/// value's own bytes and returns true, or returns false to skip the tag. A known value
-/// must use exactly the bytes its size declares.
-fn get_tags(
-    buf: &mut Bytes,
-    field: &'static str,
-    mut known: impl FnMut(u32, &mut Bytes) -> CodecResult<bool>,
-) -> CodecResult<()> {
-    let count = get_uvarint(buf, field)?;
-    for _ in 0..count {
-        let tag = get_uvarint(buf, field)?;
-        let size = get_uvarint(buf, field)? as usize;
-        need(buf, size, field)?;
-        let mut value = buf.split_to(size);
-        if known(tag, &mut value)? && value.has_remaining() {
-            return Err(MirrorCodecError::TaggedFieldSize {
-                field,
-                tag,
-                declared: size,
-                used: size - value.remaining(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// A struct without known tagged fields: its section is read and skipped.
-fn skip_tags(buf: &mut Bytes, field: &'static str) -> CodecResult<()> {
-    get_tags(buf, field, |_, _| Ok(false))
-}
-
-// --- structs ---------------------------------------------------------------------------
-
-/// One flexible struct of a mirror message.
-trait Codec: Sized {
-    /// The fewest bytes an encoded value takes: array counts are checked against it
-    /// before anything is allocated.
-    const MIN_SIZE: usize;
-    fn put(&self, buf: &mut BytesMut);
-    fn get(buf: &mut Bytes) -> CodecResult<Self>;
-}
-
-/// `Topics: []{ TopicName }` of RemoveTopicsFromMirror, Pause and Resume.
-fn put_topic_name_array(buf: &mut BytesMut, names: &[String]) {
-    put_array(buf, names, |b, name| {
-        put_str(b, name);
-        put_no_tags(b);
-    });
-}
-
-fn get_topic_name_array(buf: &mut Bytes) -> CodecResult<Vec<String>> {
-    get_array(buf, "Topics", 2, |b| {
-        let name = get_str(b, "TopicName")?;
-        skip_tags(b, "Topics")?;
-        Ok(name)
+fn decode_body<T: Decodable>(key: i16, buf: &mut Bytes) -> CodecResult<T> {
+    T::decode(buf, 0).map_err(|e| MirrorCodecError::Malformed {
+        key,
+        message: e.to_string(),
     })
 }
-
-impl Codec for SimpleMirrorResponse {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = SimpleMirrorResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-        };
-        skip_tags(buf, "SimpleMirrorResponse")?;
-        Ok(r)
-    }
-}
-
-impl Codec for CreateMirrorRequest {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_array(buf, &self.configs, |b, (name, value)| {
-            put_str(b, name);
-            put_nullable_str(b, value.as_deref());
-            put_no_tags(b);
-        });
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mirror_name = get_str(buf, "MirrorName")?;
-        let configs = get_array(buf, "Config", 3, |b| {
-            let name = get_str(b, "Config.Name")?;
-            let value = get_nullable_str(b, "Config.Value")?;
-            skip_tags(b, "Config")?;
-            Ok((name, value))
-        })?;
-        skip_tags(buf, "CreateMirrorRequest")?;
-        Ok(CreateMirrorRequest {
-            mirror_name,
-            configs,
-        })
-    }
-}
-
-impl Codec for MirrorTopicMetadata {
-    const MIN_SIZE: usize = 16 + 1 + 4 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_uuid(buf, &self.topic_id);
-        put_str(buf, &self.name);
-        buf.put_i32(self.num_partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let t = MirrorTopicMetadata {
-            topic_id: get_uuid(buf, "TopicId")?,
-            name: get_str(buf, "TopicName")?,
-            num_partitions: get_i32(buf, "NumPartitions")?,
-        };
-        skip_tags(buf, "TopicMetadata")?;
-        Ok(t)
-    }
-}
-
-impl Codec for AddTopicsToMirrorRequest {
-    const MIN_SIZE: usize = 1 + 1 + 8 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_struct_array(buf, &self.topics);
-        buf.put_i64(self.state_validation_offset);
-        TaggedFields::default()
-            .field(0, !self.include_patterns.is_empty(), |b| {
-                put_str_array(b, &self.include_patterns)
-            })
-            .field(1, !self.exclude_patterns.is_empty(), |b| {
-                put_str_array(b, &self.exclude_patterns)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut r = AddTopicsToMirrorRequest {
-            mirror_name: get_str(buf, "MirrorName")?,
-            topics: get_struct_array(buf, "Topics")?,
-            state_validation_offset: get_i64(buf, "StateValidationOffset")?,
-            ..Default::default()
-        };
-        get_tags(buf, "AddTopicsToMirrorRequest", |tag, v| {
-            match tag {
-                0 => r.include_patterns = get_str_array(v, "IncludePatterns")?,
-                1 => r.exclude_patterns = get_str_array(v, "ExcludePatterns")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(r)
-    }
-}
-
-impl Codec for RemoveTopicsFromMirrorRequest {
-    const MIN_SIZE: usize = 1 + 1 + 8 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_topic_name_array(buf, &self.topics);
-        buf.put_i64(self.state_validation_offset);
-        TaggedFields::default()
-            .field(0, !self.patterns.is_empty(), |b| {
-                put_str_array(b, &self.patterns)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut r = RemoveTopicsFromMirrorRequest {
-            mirror_name: get_str(buf, "MirrorName")?,
-            topics: get_topic_name_array(buf)?,
-            state_validation_offset: get_i64(buf, "StateValidationOffset")?,
-            ..Default::default()
-        };
-        get_tags(buf, "RemoveTopicsFromMirrorRequest", |tag, v| {
-            match tag {
-                0 => r.patterns = get_str_array(v, "Patterns")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(r)
-    }
-}
-
-impl Codec for MirrorTopicsRequest {
-    const MIN_SIZE: usize = 1 + 1 + 8 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_topic_name_array(buf, &self.topics);
-        buf.put_i64(self.state_validation_offset);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = MirrorTopicsRequest {
-            mirror_name: get_str(buf, "MirrorName")?,
-            topics: get_topic_name_array(buf)?,
-            state_validation_offset: get_i64(buf, "StateValidationOffset")?,
-        };
-        skip_tags(buf, "MirrorTopicsRequest")?;
-        Ok(r)
-    }
-}
-
-impl Codec for MirrorTopicResult {
-    const MIN_SIZE: usize = 1 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.name);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let t = MirrorTopicResult {
-            name: get_str(buf, "Name")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-        };
-        skip_tags(buf, "MirrorTopicResult")?;
-        Ok(t)
-    }
-}
-
-impl Codec for MirrorTopicsResponse {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_struct_array(buf, &self.topics);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = MirrorTopicsResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-            topics: get_struct_array(buf, "Topics")?,
-        };
-        skip_tags(buf, "MirrorTopicsResponse")?;
-        Ok(r)
-    }
-}
-
-impl Codec for DeleteMirrorRequest {
-    const MIN_SIZE: usize = 1 + 8 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        buf.put_i64(self.state_validation_offset);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = DeleteMirrorRequest {
-            mirror_name: get_str(buf, "MirrorName")?,
-            state_validation_offset: get_i64(buf, "StateValidationOffset")?,
-        };
-        skip_tags(buf, "DeleteMirrorRequest")?;
-        Ok(r)
-    }
-}
-
-impl Codec for ListMirrorsRequest {
-    const MIN_SIZE: usize = 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_bool(buf, self.include_topic_names);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = ListMirrorsRequest {
-            include_topic_names: get_bool(buf, "IncludeTopicNames")?,
-        };
-        skip_tags(buf, "ListMirrorsRequest")?;
-        Ok(r)
-    }
-}
-
-impl Codec for ListedMirror {
-    const MIN_SIZE: usize = 1 + 1 + 1 + 4 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_str(buf, &self.source_bootstrap);
-        put_str(buf, &self.source_cluster_id);
-        buf.put_i32(self.topic_count);
-        put_str_array(buf, &self.topic_names);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let m = ListedMirror {
-            mirror_name: get_str(buf, "MirrorName")?,
-            source_bootstrap: get_str(buf, "SourceBootstrap")?,
-            source_cluster_id: get_str(buf, "SourceClusterId")?,
-            topic_count: get_i32(buf, "TopicCount")?,
-            topic_names: get_str_array(buf, "TopicNames")?,
-        };
-        skip_tags(buf, "Mirrors")?;
-        Ok(m)
-    }
-}
-
-impl Codec for ListMirrorsResponse {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_struct_array(buf, &self.mirrors);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = ListMirrorsResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-            mirrors: get_struct_array(buf, "Mirrors")?,
-        };
-        skip_tags(buf, "ListMirrorsResponse")?;
-        Ok(r)
-    }
-}
-
-impl Codec for LmeLookup {
-    const MIN_SIZE: usize = 16 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_uuid(buf, &self.topic_id);
-        put_i32_array(buf, &self.partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let l = LmeLookup {
-            topic_id: get_uuid(buf, "TopicId")?,
-            partitions: get_i32_array(buf, "Partitions")?,
-        };
-        skip_tags(buf, "LastMirrorEpochLookups")?;
-        Ok(l)
-    }
-}
-
-impl Codec for DescribeMirrorsRequest {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        match &self.mirror_names {
-            None => put_uvarint(buf, 0),
-            Some(names) => put_str_array(buf, names),
-        }
-        put_bool(buf, self.include_authorized_operations);
-        TaggedFields::default()
-            .field(0, self.cluster_id.is_some(), |b| {
-                put_nullable_str(b, self.cluster_id.as_deref())
-            })
-            .field(1, !self.lme_lookups.is_empty(), |b| {
-                put_struct_array(b, &self.lme_lookups)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut r = DescribeMirrorsRequest {
-            mirror_names: get_nullable_array(buf, "MirrorNames", 1, |b| get_str(b, "MirrorNames"))?,
-            include_authorized_operations: get_bool(buf, "IncludeAuthorizedOperations")?,
-            ..Default::default()
-        };
-        get_tags(buf, "DescribeMirrorsRequest", |tag, v| {
-            match tag {
-                0 => r.cluster_id = get_nullable_str(v, "ClusterId")?,
-                1 => r.lme_lookups = get_struct_array(v, "LastMirrorEpochLookups")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(r)
-    }
-}
-
-impl Codec for DescribedMirrorPartition {
-    const MIN_SIZE: usize = 4 + 8 + 8 + 8 + 1 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        let default = DescribedMirrorPartition::default();
-        buf.put_i32(self.partition);
-        buf.put_i64(self.source_offset);
-        buf.put_i64(self.destination_offset);
-        buf.put_i64(self.lag);
-        put_str(buf, &self.state);
-        buf.put_i16(self.retry_attempt);
-        put_nullable_str(buf, self.error_message.as_deref());
-        TaggedFields::default()
-            .field(
-                0,
-                self.truncated_records != default.truncated_records,
-                |b| b.put_i64(self.truncated_records),
-            )
-            .field(
-                1,
-                self.last_mirrored_epoch != default.last_mirrored_epoch,
-                |b| b.put_i32(self.last_mirrored_epoch),
-            )
-            .field(2, self.lag_ms != default.lag_ms, |b| b.put_i64(self.lag_ms))
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut p = DescribedMirrorPartition {
-            partition: get_i32(buf, "PartitionIndex")?,
-            source_offset: get_i64(buf, "SourceOffset")?,
-            destination_offset: get_i64(buf, "DestinationOffset")?,
-            lag: get_i64(buf, "Lag")?,
-            state: get_str(buf, "StateValue")?,
-            retry_attempt: get_i16(buf, "RetryAttempt")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-            ..Default::default()
-        };
-        get_tags(buf, "DescribedMirrorPartition", |tag, v| {
-            match tag {
-                0 => p.truncated_records = get_i64(v, "TruncatedRecords")?,
-                1 => p.last_mirrored_epoch = get_i32(v, "LastMirroredEpoch")?,
-                2 => p.lag_ms = get_i64(v, "LagMs")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(p)
-    }
-}
-
-impl Codec for DescribedMirrorTopic {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.name);
-        put_struct_array(buf, &self.partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let t = DescribedMirrorTopic {
-            name: get_str(buf, "TopicName")?,
-            partitions: get_struct_array(buf, "Partitions")?,
-        };
-        skip_tags(buf, "DescribedMirrorTopic")?;
-        Ok(t)
-    }
-}
-
-impl Codec for DescribedMirror {
-    const MIN_SIZE: usize = 2 + 1 + 4 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i16(self.error_code);
-        put_str(buf, &self.mirror_name);
-        buf.put_i32(self.authorized_operations);
-        put_struct_array(buf, &self.topics);
-        TaggedFields::default()
-            .field(0, !self.sync.is_empty(), |b| {
-                put_struct_array(b, &self.sync)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut m = DescribedMirror {
-            error_code: get_i16(buf, "ErrorCode")?,
-            mirror_name: get_str(buf, "MirrorName")?,
-            authorized_operations: get_i32(buf, "AuthorizedOperations")?,
-            topics: get_struct_array(buf, "Topics")?,
-            sync: Vec::new(),
-        };
-        get_tags(buf, "DescribedMirror", |tag, v| {
-            match tag {
-                0 => m.sync = get_struct_array(v, "Sync")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(m)
-    }
-}
-
-impl Codec for MirrorSyncStatus {
-    const MIN_SIZE: usize = 1 + 8 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.step);
-        buf.put_i64(self.last_success_ms);
-        put_nullable_str(buf, self.last_error.as_deref());
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let s = MirrorSyncStatus {
-            step: get_str(buf, "Step")?,
-            last_success_ms: get_i64(buf, "LastSuccessMs")?,
-            last_error: get_nullable_str(buf, "LastError")?,
-        };
-        skip_tags(buf, "MirrorSyncStatus")?;
-        Ok(s)
-    }
-}
-
-impl Codec for LmePartition {
-    const MIN_SIZE: usize = 4 + 4 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.partition);
-        buf.put_i32(self.last_mirrored_epoch);
-        TaggedFields::default()
-            .field(0, self.last_mirrored_offset != -1, |b| {
-                b.put_i64(self.last_mirrored_offset)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut p = LmePartition {
-            partition: get_i32(buf, "PartitionIndex")?,
-            last_mirrored_epoch: get_i32(buf, "LastMirrorEpoch")?,
-            last_mirrored_offset: -1,
-        };
-        get_tags(buf, "LmePartition", |tag, v| {
-            match tag {
-                0 => p.last_mirrored_offset = get_i64(v, "LastMirroredOffset")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(p)
-    }
-}
-
-impl Codec for LmeResult {
-    const MIN_SIZE: usize = 16 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_uuid(buf, &self.topic_id);
-        put_struct_array(buf, &self.partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = LmeResult {
-            topic_id: get_uuid(buf, "TopicId")?,
-            partitions: get_struct_array(buf, "Partitions")?,
-        };
-        skip_tags(buf, "LookupResults")?;
-        Ok(r)
-    }
-}
-
-impl Codec for DescribeMirrorsResponse {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_struct_array(buf, &self.mirrors);
-        TaggedFields::default()
-            .field(0, !self.lookup_results.is_empty(), |b| {
-                put_struct_array(b, &self.lookup_results)
-            })
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut r = DescribeMirrorsResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-            mirrors: get_struct_array(buf, "Mirrors")?,
-            ..Default::default()
-        };
-        get_tags(buf, "DescribeMirrorsResponse", |tag, v| {
-            match tag {
-                0 => r.lookup_results = get_struct_array(v, "LookupResults")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(r)
-    }
-}
-
-impl Codec for ReadMirrorStatesRequest {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_array(buf, &self.topics, |b, (name, partitions)| {
-            put_str(b, name);
-            put_i32_array(b, partitions);
-            put_no_tags(b);
-        });
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mirror_name = get_str(buf, "MirrorName")?;
-        let topics = get_array(buf, "Topics", 3, |b| {
-            let name = get_str(b, "Topics.Name")?;
-            let partitions = get_i32_array(b, "Topics.Partitions")?;
-            skip_tags(b, "Topics")?;
-            Ok((name, partitions))
-        })?;
-        skip_tags(buf, "ReadMirrorStatesRequest")?;
-        Ok(ReadMirrorStatesRequest {
-            mirror_name,
-            topics,
-        })
-    }
-}
-
-impl Codec for MirrorStateEntry {
-    const MIN_SIZE: usize = 4 + 4 + 1 + 2 + 1 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        let default = MirrorStateEntry::default();
-        buf.put_i32(self.partition);
-        buf.put_i32(self.last_mirrored_epoch);
-        buf.put_i8(self.state);
-        buf.put_i16(self.error_code);
-        buf.put_i8(self.previous_state);
-        buf.put_i16(self.retry_attempt);
-        put_nullable_str(buf, self.error_message.as_deref());
-        TaggedFields::default()
-            .field(0, self.leader_epoch != default.leader_epoch, |b| {
-                b.put_i32(self.leader_epoch)
-            })
-            .field(1, self.state_epoch != default.state_epoch, |b| {
-                b.put_i32(self.state_epoch)
-            })
-            .field(
-                2,
-                self.truncated_records != default.truncated_records,
-                |b| b.put_i64(self.truncated_records),
-            )
-            .field(
-                3,
-                self.last_mirrored_offset != default.last_mirrored_offset,
-                |b| b.put_i64(self.last_mirrored_offset),
-            )
-            .put(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let mut e = MirrorStateEntry {
-            partition: get_i32(buf, "PartitionIndex")?,
-            last_mirrored_epoch: get_i32(buf, "LastMirrorEpoch")?,
-            state: get_i8(buf, "State")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            previous_state: get_i8(buf, "PreviousState")?,
-            retry_attempt: get_i16(buf, "RetryAttempt")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-            ..Default::default()
-        };
-        get_tags(buf, "MirrorStateEntry", |tag, v| {
-            match tag {
-                0 => e.leader_epoch = get_i32(v, "LeaderEpoch")?,
-                1 => e.state_epoch = get_i32(v, "StateEpoch")?,
-                2 => e.truncated_records = get_i64(v, "TruncatedRecords")?,
-                3 => e.last_mirrored_offset = get_i64(v, "LastMirroredOffset")?,
-                _ => return Ok(false),
-            }
-            Ok(true)
-        })?;
-        Ok(e)
-    }
-}
-
-impl Codec for MirrorStatesTopic {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.name);
-        put_struct_array(buf, &self.partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let t = MirrorStatesTopic {
-            name: get_str(buf, "Name")?,
-            partitions: get_struct_array(buf, "Partitions")?,
-        };
-        skip_tags(buf, "MirrorStatesTopic")?;
-        Ok(t)
-    }
-}
-
-impl Codec for ReadMirrorStatesResponse {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        buf.put_i16(self.error_code);
-        put_struct_array(buf, &self.topics);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = ReadMirrorStatesResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            topics: get_struct_array(buf, "Topics")?,
-        };
-        skip_tags(buf, "ReadMirrorStatesResponse")?;
-        Ok(r)
-    }
-}
-
-impl Codec for WriteMirrorStatesRequest {
-    const MIN_SIZE: usize = 1 + 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.mirror_name);
-        put_struct_array(buf, &self.topics);
-        put_str_array(buf, &self.stopped_topics);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = WriteMirrorStatesRequest {
-            mirror_name: get_str(buf, "MirrorName")?,
-            topics: get_struct_array(buf, "Topics")?,
-            stopped_topics: get_str_array(buf, "StoppedTopics")?,
-        };
-        skip_tags(buf, "WriteMirrorStatesRequest")?;
-        Ok(r)
-    }
-}
-
-impl Codec for PartitionResult {
-    const MIN_SIZE: usize = 4 + 2 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.partition);
-        buf.put_i16(self.error_code);
-        put_nullable_str(buf, self.error_message.as_deref());
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let p = PartitionResult {
-            partition: get_i32(buf, "PartitionIndex")?,
-            error_code: get_i16(buf, "ErrorCode")?,
-            error_message: get_nullable_str(buf, "ErrorMessage")?,
-        };
-        skip_tags(buf, "PartitionResult")?;
-        Ok(p)
-    }
-}
-
-impl Codec for WriteMirrorStatesTopicResult {
-    const MIN_SIZE: usize = 1 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        put_str(buf, &self.name);
-        put_struct_array(buf, &self.partitions);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let t = WriteMirrorStatesTopicResult {
-            name: get_str(buf, "Name")?,
-            partitions: get_struct_array(buf, "Partitions")?,
-        };
-        skip_tags(buf, "WriteMirrorStatesTopicResult")?;
-        Ok(t)
-    }
-}
-
-impl Codec for WriteMirrorStatesResponse {
-    const MIN_SIZE: usize = 4 + 1 + 1;
-
-    fn put(&self, buf: &mut BytesMut) {
-        buf.put_i32(self.throttle_time_ms);
-        put_struct_array(buf, &self.topics);
-        put_no_tags(buf);
-    }
-
-    fn get(buf: &mut Bytes) -> CodecResult<Self> {
-        let r = WriteMirrorStatesResponse {
-            throttle_time_ms: get_i32(buf, "ThrottleTimeMs")?,
-            topics: get_struct_array(buf, "Topics")?,
-        };
-        skip_tags(buf, "WriteMirrorStatesResponse")?;
-        Ok(r)
-    }
-}
-
-// --- messages --------------------------------------------------------------------------
 
 impl MirrorRequest {
     /// The API key this request is sent with.
@@ -1723,37 +378,39 @@ impl MirrorRequest {
     }
 
     /// Appends the version 0 body (no request header).
-    pub fn encode(&self, buf: &mut BytesMut) {
+    pub fn encode(&self, buf: &mut BytesMut) -> CodecResult<()> {
+        let key = self.api_key();
         match self {
-            MirrorRequest::CreateMirror(r) => r.put(buf),
-            MirrorRequest::AddTopicsToMirror(r) => r.put(buf),
-            MirrorRequest::RemoveTopicsFromMirror(r) => r.put(buf),
-            MirrorRequest::ListMirrors(r) => r.put(buf),
-            MirrorRequest::DescribeMirrors(r) => r.put(buf),
-            MirrorRequest::ReadMirrorStates(r) => r.put(buf),
-            MirrorRequest::WriteMirrorStates(r) => r.put(buf),
-            MirrorRequest::PauseMirrorTopics(r) => r.put(buf),
-            MirrorRequest::ResumeMirrorTopics(r) => r.put(buf),
-            MirrorRequest::DeleteMirror(r) => r.put(buf),
+            MirrorRequest::CreateMirror(r) => encode_body(key, r, buf),
+            MirrorRequest::AddTopicsToMirror(r) => encode_body(key, r, buf),
+            MirrorRequest::RemoveTopicsFromMirror(r) => encode_body(key, r, buf),
+            MirrorRequest::ListMirrors(r) => encode_body(key, r, buf),
+            MirrorRequest::DescribeMirrors(r) => encode_body(key, r, buf),
+            MirrorRequest::ReadMirrorStates(r) => encode_body(key, r, buf),
+            MirrorRequest::WriteMirrorStates(r) => encode_body(key, r, buf),
+            MirrorRequest::PauseMirrorTopics(r) => encode_body(key, r, buf),
+            MirrorRequest::ResumeMirrorTopics(r) => encode_body(key, r, buf),
+            MirrorRequest::DeleteMirror(r) => encode_body(key, r, buf),
         }
     }
 
     /// Decodes a version 0 body of `api_key` from the front of `buf`. Bytes after the
     /// body are left in `buf`.
-    pub fn decode(api_key: i16, buf: &mut Bytes) -> Result<MirrorRequest, MirrorCodecError> {
+    pub fn decode(api_key: i16, buf: &mut Bytes) -> CodecResult<MirrorRequest> {
+        let k = api_key;
         Ok(match api_key {
-            keys::CREATE_MIRROR => MirrorRequest::CreateMirror(Codec::get(buf)?),
-            keys::ADD_TOPICS_TO_MIRROR => MirrorRequest::AddTopicsToMirror(Codec::get(buf)?),
+            keys::CREATE_MIRROR => MirrorRequest::CreateMirror(decode_body(k, buf)?),
+            keys::ADD_TOPICS_TO_MIRROR => MirrorRequest::AddTopicsToMirror(decode_body(k, buf)?),
             keys::REMOVE_TOPICS_FROM_MIRROR => {
-                MirrorRequest::RemoveTopicsFromMirror(Codec::get(buf)?)
+                MirrorRequest::RemoveTopicsFromMirror(decode_body(k, buf)?)
             }
-            keys::LIST_MIRRORS => MirrorRequest::ListMirrors(Codec::get(buf)?),
-            keys::DESCRIBE_MIRRORS => MirrorRequest::DescribeMirrors(Codec::get(buf)?),
-            keys::READ_MIRROR_STATES => MirrorRequest::ReadMirrorStates(Codec::get(buf)?),
-            keys::WRITE_MIRROR_STATES => MirrorRequest::WriteMirrorStates(Codec::get(buf)?),
-            keys::PAUSE_MIRROR_TOPICS => MirrorRequest::PauseMirrorTopics(Codec::get(buf)?),
-            keys::RESUME_MIRROR_TOPICS => MirrorRequest::ResumeMirrorTopics(Codec::get(buf)?),
-            keys::DELETE_MIRROR => MirrorRequest::DeleteMirror(Codec::get(buf)?),
+            keys::LIST_MIRRORS => MirrorRequest::ListMirrors(decode_body(k, buf)?),
+            keys::DESCRIBE_MIRRORS => MirrorRequest::DescribeMirrors(decode_body(k, buf)?),
+            keys::READ_MIRROR_STATES => MirrorRequest::ReadMirrorStates(decode_body(k, buf)?),
+            keys::WRITE_MIRROR_STATES => MirrorRequest::WriteMirrorStates(decode_body(k, buf)?),
+            keys::PAUSE_MIRROR_TOPICS => MirrorRequest::PauseMirrorTopics(decode_body(k, buf)?),
+            keys::RESUME_MIRROR_TOPICS => MirrorRequest::ResumeMirrorTopics(decode_body(k, buf)?),
+            keys::DELETE_MIRROR => MirrorRequest::DeleteMirror(decode_body(k, buf)?),
             other => return Err(MirrorCodecError::UnknownApiKey(other)),
         })
     }
@@ -1777,37 +434,40 @@ impl MirrorResponse {
     }
 
     /// Appends the version 0 body (no response header).
-    pub fn encode(&self, buf: &mut BytesMut) {
+    pub fn encode(&self, buf: &mut BytesMut) -> CodecResult<()> {
+        let key = self.api_key();
         match self {
-            MirrorResponse::CreateMirror(r) => r.put(buf),
-            MirrorResponse::AddTopicsToMirror(r) => r.put(buf),
-            MirrorResponse::RemoveTopicsFromMirror(r) => r.put(buf),
-            MirrorResponse::ListMirrors(r) => r.put(buf),
-            MirrorResponse::DescribeMirrors(r) => r.put(buf),
-            MirrorResponse::ReadMirrorStates(r) => r.put(buf),
-            MirrorResponse::WriteMirrorStates(r) => r.put(buf),
-            MirrorResponse::PauseMirrorTopics(r) => r.put(buf),
-            MirrorResponse::ResumeMirrorTopics(r) => r.put(buf),
-            MirrorResponse::DeleteMirror(r) => r.put(buf),
+            MirrorResponse::CreateMirror(r) | MirrorResponse::DeleteMirror(r) => {
+                encode_body(key, r, buf)
+            }
+            MirrorResponse::AddTopicsToMirror(r)
+            | MirrorResponse::RemoveTopicsFromMirror(r)
+            | MirrorResponse::PauseMirrorTopics(r)
+            | MirrorResponse::ResumeMirrorTopics(r) => encode_body(key, r, buf),
+            MirrorResponse::ListMirrors(r) => encode_body(key, r, buf),
+            MirrorResponse::DescribeMirrors(r) => encode_body(key, r, buf),
+            MirrorResponse::ReadMirrorStates(r) => encode_body(key, r, buf),
+            MirrorResponse::WriteMirrorStates(r) => encode_body(key, r, buf),
         }
     }
 
     /// Decodes a version 0 body of `api_key` from the front of `buf`. Bytes after the
     /// body are left in `buf`.
-    pub fn decode(api_key: i16, buf: &mut Bytes) -> Result<MirrorResponse, MirrorCodecError> {
+    pub fn decode(api_key: i16, buf: &mut Bytes) -> CodecResult<MirrorResponse> {
+        let k = api_key;
         Ok(match api_key {
-            keys::CREATE_MIRROR => MirrorResponse::CreateMirror(Codec::get(buf)?),
-            keys::ADD_TOPICS_TO_MIRROR => MirrorResponse::AddTopicsToMirror(Codec::get(buf)?),
+            keys::CREATE_MIRROR => MirrorResponse::CreateMirror(decode_body(k, buf)?),
+            keys::ADD_TOPICS_TO_MIRROR => MirrorResponse::AddTopicsToMirror(decode_body(k, buf)?),
             keys::REMOVE_TOPICS_FROM_MIRROR => {
-                MirrorResponse::RemoveTopicsFromMirror(Codec::get(buf)?)
+                MirrorResponse::RemoveTopicsFromMirror(decode_body(k, buf)?)
             }
-            keys::LIST_MIRRORS => MirrorResponse::ListMirrors(Codec::get(buf)?),
-            keys::DESCRIBE_MIRRORS => MirrorResponse::DescribeMirrors(Codec::get(buf)?),
-            keys::READ_MIRROR_STATES => MirrorResponse::ReadMirrorStates(Codec::get(buf)?),
-            keys::WRITE_MIRROR_STATES => MirrorResponse::WriteMirrorStates(Codec::get(buf)?),
-            keys::PAUSE_MIRROR_TOPICS => MirrorResponse::PauseMirrorTopics(Codec::get(buf)?),
-            keys::RESUME_MIRROR_TOPICS => MirrorResponse::ResumeMirrorTopics(Codec::get(buf)?),
-            keys::DELETE_MIRROR => MirrorResponse::DeleteMirror(Codec::get(buf)?),
+            keys::LIST_MIRRORS => MirrorResponse::ListMirrors(decode_body(k, buf)?),
+            keys::DESCRIBE_MIRRORS => MirrorResponse::DescribeMirrors(decode_body(k, buf)?),
+            keys::READ_MIRROR_STATES => MirrorResponse::ReadMirrorStates(decode_body(k, buf)?),
+            keys::WRITE_MIRROR_STATES => MirrorResponse::WriteMirrorStates(decode_body(k, buf)?),
+            keys::PAUSE_MIRROR_TOPICS => MirrorResponse::PauseMirrorTopics(decode_body(k, buf)?),
+            keys::RESUME_MIRROR_TOPICS => MirrorResponse::ResumeMirrorTopics(decode_body(k, buf)?),
+            keys::DELETE_MIRROR => MirrorResponse::DeleteMirror(decode_body(k, buf)?),
             other => return Err(MirrorCodecError::UnknownApiKey(other)),
         })
     }
@@ -1844,15 +504,46 @@ mod tests {
     use proptest::option;
     use proptest::prelude::*;
 
+    fn size<T: Encodable>(m: &T) -> usize {
+        m.compute_size(0).expect("sized")
+    }
+
+    /// The request's encoding, checked against its `compute_size`.
     fn encode_request(r: &MirrorRequest) -> Bytes {
         let mut buf = BytesMut::new();
-        r.encode(&mut buf);
+        r.encode(&mut buf).expect("encodes");
+        let computed = match r {
+            MirrorRequest::CreateMirror(m) => size(m),
+            MirrorRequest::AddTopicsToMirror(m) => size(m),
+            MirrorRequest::RemoveTopicsFromMirror(m) => size(m),
+            MirrorRequest::ListMirrors(m) => size(m),
+            MirrorRequest::DescribeMirrors(m) => size(m),
+            MirrorRequest::ReadMirrorStates(m) => size(m),
+            MirrorRequest::WriteMirrorStates(m) => size(m),
+            MirrorRequest::PauseMirrorTopics(m) => size(m),
+            MirrorRequest::ResumeMirrorTopics(m) => size(m),
+            MirrorRequest::DeleteMirror(m) => size(m),
+        };
+        assert_eq!(computed, buf.len(), "compute_size of {r:?}");
         buf.freeze()
     }
 
+    /// The response's encoding, checked against its `compute_size`.
     fn encode_response(r: &MirrorResponse) -> Bytes {
         let mut buf = BytesMut::new();
-        r.encode(&mut buf);
+        r.encode(&mut buf).expect("encodes");
+        let computed = match r {
+            MirrorResponse::CreateMirror(m) | MirrorResponse::DeleteMirror(m) => size(m),
+            MirrorResponse::AddTopicsToMirror(m)
+            | MirrorResponse::RemoveTopicsFromMirror(m)
+            | MirrorResponse::PauseMirrorTopics(m)
+            | MirrorResponse::ResumeMirrorTopics(m) => size(m),
+            MirrorResponse::ListMirrors(m) => size(m),
+            MirrorResponse::DescribeMirrors(m) => size(m),
+            MirrorResponse::ReadMirrorStates(m) => size(m),
+            MirrorResponse::WriteMirrorStates(m) => size(m),
+        };
+        assert_eq!(computed, buf.len(), "compute_size of {r:?}");
         buf.freeze()
     }
 
@@ -1928,14 +619,12 @@ mod tests {
             .prop_map(|(name, partitions)| MirrorStatesTopic { name, partitions })
     }
 
-    fn topics_request() -> impl Strategy<Value = MirrorTopicsRequest> {
-        (name(), names(), any::<i64>()).prop_map(|(mirror_name, topics, offset)| {
-            MirrorTopicsRequest {
-                mirror_name,
-                topics,
-                state_validation_offset: offset,
-            }
-        })
+    fn topic_name_list() -> impl Strategy<Value = Vec<MirrorTopicName>> {
+        names().prop_map(topic_names)
+    }
+
+    fn topics_request() -> impl Strategy<Value = (String, Vec<MirrorTopicName>, i64)> {
+        (name(), topic_name_list(), any::<i64>())
     }
 
     fn request() -> impl Strategy<Value = MirrorRequest> {
@@ -1943,7 +632,7 @@ mod tests {
             (name(), vec((name(), opt_name()), 0..4)).prop_map(|(mirror_name, configs)| {
                 MirrorRequest::CreateMirror(CreateMirrorRequest {
                     mirror_name,
-                    configs,
+                    configs: configs.into_iter().map(Into::into).collect(),
                 })
             }),
             (
@@ -1962,7 +651,7 @@ mod tests {
                         state_validation_offset: offset,
                     })
                 }),
-            (name(), names(), names(), any::<i64>()).prop_map(
+            (name(), topic_name_list(), names(), any::<i64>()).prop_map(
                 |(mirror_name, topics, patterns, offset)| {
                     MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
                         mirror_name,
@@ -1995,7 +684,10 @@ mod tests {
                 |(mirror_name, topics)| {
                     MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
                         mirror_name,
-                        topics,
+                        topics: topics
+                            .into_iter()
+                            .map(|(name, partitions)| ReadMirrorStatesTopic { name, partitions })
+                            .collect(),
                     })
                 }
             ),
@@ -2008,8 +700,20 @@ mod tests {
                     })
                 }
             ),
-            topics_request().prop_map(MirrorRequest::PauseMirrorTopics),
-            topics_request().prop_map(MirrorRequest::ResumeMirrorTopics),
+            topics_request().prop_map(|(mirror_name, topics, offset)| {
+                MirrorRequest::PauseMirrorTopics(PauseMirrorTopicsRequest {
+                    mirror_name,
+                    topics,
+                    state_validation_offset: offset,
+                })
+            }),
+            topics_request().prop_map(|(mirror_name, topics, offset)| {
+                MirrorRequest::ResumeMirrorTopics(ResumeMirrorTopicsRequest {
+                    mirror_name,
+                    topics,
+                    state_validation_offset: offset,
+                })
+            }),
             (name(), any::<i64>()).prop_map(|(mirror_name, offset)| {
                 MirrorRequest::DeleteMirror(DeleteMirrorRequest {
                     mirror_name,
@@ -2221,8 +925,8 @@ mod tests {
         #[test]
         fn trailing_bytes_are_left_alone(r in request(), tail in vec(any::<u8>(), 0..8)) {
             let mut buf = BytesMut::new();
-            r.encode(&mut buf);
-            buf.put_slice(&tail);
+            r.encode(&mut buf).expect("encodes");
+            buf.extend_from_slice(&tail);
             let mut bytes = buf.freeze();
             prop_assert_eq!(MirrorRequest::decode(r.api_key(), &mut bytes), Ok(r));
             prop_assert_eq!(&bytes[..], &tail[..]);
@@ -2286,7 +990,7 @@ mod tests {
     fn golden_remove_topics_from_mirror_request() {
         let r = MirrorRequest::RemoveTopicsFromMirror(RemoveTopicsFromMirrorRequest {
             mirror_name: "m1".into(),
-            topics: vec!["t".into()],
+            topics: topic_names(["t"]),
             patterns: vec!["p.*".into()],
             state_validation_offset: 5,
         });
@@ -2412,10 +1116,10 @@ mod tests {
             0x00,                       //     the element's tagged fields: none
         ];
         let mut buf = BytesMut::new();
-        m.put(&mut buf);
+        m.encode(&mut buf, 0).expect("encodes");
         assert_eq!(&buf[..], expected);
         let mut bytes = Bytes::from_static(expected);
-        assert_eq!(DescribedMirror::get(&mut bytes), Ok(m.clone()));
+        assert_eq!(DescribedMirror::decode(&mut bytes, 0).ok(), Some(m.clone()));
         assert!(bytes.is_empty());
         // Without sync steps nothing is written for tag 0: an older reader sees the
         // same bytes as before the field existed.
@@ -2424,7 +1128,8 @@ mod tests {
             sync: Vec::new(),
             ..m
         }
-        .put(&mut buf);
+        .encode(&mut buf, 0)
+        .expect("encodes");
         assert_eq!(&buf[..], &[0, 0, 0x02, b'm', 0x80, 0, 0, 0, 0x01, 0x00]);
         // A response carrying sync steps round-trips through the public codec.
         let r = MirrorResponse::DescribeMirrors(DescribeMirrorsResponse {
@@ -2469,14 +1174,19 @@ mod tests {
         expected.extend_from_slice(&[1, 2, 8]); // one tagged field: tag 2, 8 bytes
         expected.extend_from_slice(&1500i64.to_be_bytes()); // LagMs
         let mut buf = BytesMut::new();
-        p.put(&mut buf);
+        p.encode(&mut buf, 0).expect("encodes");
         assert_eq!(&buf[..], &expected[..]);
         let mut bytes = Bytes::from(expected);
-        assert_eq!(DescribedMirrorPartition::get(&mut bytes), Ok(p.clone()));
+        assert_eq!(
+            DescribedMirrorPartition::decode(&mut bytes, 0).ok(),
+            Some(p.clone())
+        );
         assert!(bytes.is_empty());
         // Unknown (-1) is the default: nothing is written for tag 2.
         let mut buf = BytesMut::new();
-        DescribedMirrorPartition { lag_ms: -1, ..p }.put(&mut buf);
+        DescribedMirrorPartition { lag_ms: -1, ..p }
+            .encode(&mut buf, 0)
+            .expect("encodes");
         assert_eq!(buf.last(), Some(&0u8), "no tagged fields");
     }
 
@@ -2506,145 +1216,60 @@ mod tests {
             MirrorRequest::decode(key, &mut Bytes::from_static(data))
         };
         assert_eq!(decode(97, &[]), Err(MirrorCodecError::UnknownApiKey(97)));
-        assert_eq!(
-            decode(104, &[0x00]),
-            Err(MirrorCodecError::NullString {
-                field: "MirrorName"
-            })
-        );
-        assert_eq!(
-            decode(104, &[0x03, 0xff, 0xfe]),
-            Err(MirrorCodecError::Utf8 {
-                field: "MirrorName"
-            })
-        );
-        assert_eq!(
-            decode(104, &[0xff, 0xff, 0xff, 0xff, 0x7f]),
-            Err(MirrorCodecError::BadVarint {
-                field: "MirrorName"
-            })
-        );
-        // A billion-element array in four bytes: refused before allocating.
-        assert_eq!(
-            decode(102, &[0x01, 0x80, 0x94, 0xeb, 0xdc, 0x03]),
-            Err(MirrorCodecError::BadArrayLength {
-                field: "Topics",
-                count: 999_999_999,
-                remaining: 0,
-            })
-        );
-        assert_eq!(
-            decode(102, &[0x01, 0x00]),
-            Err(MirrorCodecError::NullArray { field: "Topics" })
-        );
-        // Tag 0 of RemoveTopicsFromMirror declares 3 bytes; its empty array uses 1.
-        assert_eq!(
-            decode(
+        let malformed = [
+            // A null MirrorName.
+            (104, &[0x00][..]),
+            // Not UTF-8.
+            (104, &[0x03, 0xff, 0xfe]),
+            // A string length past the end.
+            (104, &[0xff, 0xff, 0xff, 0xff, 0x7f]),
+            (104, &[0x05, b'a']),
+            // A billion-element array in four bytes: refused before allocating.
+            (102, &[0x01, 0x80, 0x94, 0xeb, 0xdc, 0x03]),
+            // A null Topics array.
+            (102, &[0x01, 0x00]),
+            // Tag 0 of RemoveTopicsFromMirror declares 3 bytes; its empty array uses 1.
+            (
                 96,
-                &[0x01, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0x03, 0x01, 0, 0]
+                &[
+                    0x01, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, 0x00, 0x03, 0x01, 0, 0,
+                ],
             ),
-            Err(MirrorCodecError::TaggedFieldSize {
-                field: "RemoveTopicsFromMirrorRequest",
-                tag: 0,
-                declared: 3,
-                used: 1,
-            })
-        );
-        assert!(matches!(
-            decode(104, &[0x05, b'a']),
-            Err(MirrorCodecError::BadStringLength { len: 4, .. })
-        ));
-    }
-
-    #[test]
-    fn varints() {
-        for v in [
-            0u32,
-            1,
-            127,
-            128,
-            300,
-            16_383,
-            16_384,
-            u32::MAX >> 1,
-            u32::MAX,
-        ] {
-            let mut buf = BytesMut::new();
-            put_uvarint(&mut buf, v);
-            let mut bytes = buf.freeze();
-            assert_eq!(get_uvarint(&mut bytes, "v"), Ok(v));
-            assert!(bytes.is_empty());
-        }
-    }
-
-    fn min_size_of<T: Codec>(minimal: T) -> (usize, usize) {
-        let mut buf = BytesMut::new();
-        minimal.put(&mut buf);
-        (buf.len(), T::MIN_SIZE)
-    }
-
-    /// `MIN_SIZE` bounds array counts: one larger than the smallest encoding would refuse
-    /// valid input.
-    #[test]
-    fn min_sizes_are_the_smallest_encodings() {
-        let sizes = [
-            min_size_of(SimpleMirrorResponse::default()),
-            min_size_of(CreateMirrorRequest::default()),
-            min_size_of(MirrorTopicMetadata::default()),
-            min_size_of(AddTopicsToMirrorRequest::default()),
-            min_size_of(RemoveTopicsFromMirrorRequest::default()),
-            min_size_of(MirrorTopicsRequest::default()),
-            min_size_of(MirrorTopicResult::default()),
-            min_size_of(MirrorTopicsResponse::default()),
-            min_size_of(DeleteMirrorRequest::default()),
-            min_size_of(ListMirrorsRequest::default()),
-            min_size_of(ListedMirror::default()),
-            min_size_of(ListMirrorsResponse::default()),
-            min_size_of(LmeLookup::default()),
-            min_size_of(DescribeMirrorsRequest {
-                mirror_names: None,
-                ..Default::default()
-            }),
-            min_size_of(DescribedMirrorPartition {
-                state: String::new(),
-                ..Default::default()
-            }),
-            min_size_of(DescribedMirrorTopic::default()),
-            min_size_of(DescribedMirror::default()),
-            min_size_of(MirrorSyncStatus::default()),
-            min_size_of(LmePartition::default()),
-            min_size_of(LmeResult::default()),
-            min_size_of(DescribeMirrorsResponse::default()),
-            min_size_of(ReadMirrorStatesRequest::default()),
-            min_size_of(MirrorStateEntry::default()),
-            min_size_of(MirrorStatesTopic::default()),
-            min_size_of(ReadMirrorStatesResponse::default()),
-            min_size_of(WriteMirrorStatesRequest::default()),
-            min_size_of(PartitionResult::default()),
-            min_size_of(WriteMirrorStatesTopicResult::default()),
-            min_size_of(WriteMirrorStatesResponse::default()),
         ];
-        for (i, (encoded, min)) in sizes.into_iter().enumerate() {
-            assert_eq!(encoded, min, "entry {i}");
+        for (key, data) in malformed {
+            match decode(key, data) {
+                Err(MirrorCodecError::Malformed { key: k, message }) => {
+                    assert_eq!(k, key);
+                    assert!(!message.is_empty());
+                }
+                other => panic!("{data:?} as key {key}: {other:?}"),
+            }
         }
-        // The element layouts without a struct of their own.
-        let mut buf = BytesMut::new();
-        put_topic_name_array(&mut buf, &[String::new()]);
-        assert_eq!(buf.len(), 1 + 2);
-        let mut buf = BytesMut::new();
-        CreateMirrorRequest {
+    }
+
+    /// The smallest messages: every string empty, every array empty, tagged fields at
+    /// their defaults (so absent).
+    #[test]
+    fn empty_messages_take_one_byte_per_field() {
+        let create = MirrorRequest::CreateMirror(CreateMirrorRequest::default());
+        assert_eq!(&encode_request(&create)[..], &[0x01, 0x01, 0x00]);
+        let config = MirrorRequest::CreateMirror(CreateMirrorRequest {
             mirror_name: String::new(),
-            configs: vec![(String::new(), None)],
-        }
-        .put(&mut buf);
-        assert_eq!(buf.len(), CreateMirrorRequest::MIN_SIZE + 3);
-        let mut buf = BytesMut::new();
-        ReadMirrorStatesRequest {
+            configs: vec![MirrorConfig::default()],
+        });
+        // One config: an empty name, a null value, no tags.
+        assert_eq!(
+            &encode_request(&config)[..],
+            &[0x01, 0x02, 0x01, 0x00, 0x00, 0x00]
+        );
+        let read = MirrorRequest::ReadMirrorStates(ReadMirrorStatesRequest {
             mirror_name: String::new(),
-            topics: vec![(String::new(), vec![])],
-        }
-        .put(&mut buf);
-        assert_eq!(buf.len(), ReadMirrorStatesRequest::MIN_SIZE + 3);
+            topics: vec![ReadMirrorStatesTopic::default()],
+        });
+        assert_eq!(
+            &encode_request(&read)[..],
+            &[0x01, 0x02, 0x01, 0x01, 0x00, 0x00]
+        );
     }
 
     #[test]

@@ -130,19 +130,27 @@ pub use str_bytes::StrBytes;
 
 use crate::messages::{ApiKey, RequestHeader};
 
-pub(crate) trait NewType<Inner>: From<Inner> + Into<Inner> + Borrow<Inner> {}
+/// A value a wire type encodes (the type itself or a newtype around it). Twinlog: made
+/// public so that messages outside this crate can use `types` (README.twinlog.md).
+pub trait NewType<Inner>: From<Inner> + Into<Inner> + Borrow<Inner> {}
 
 impl<T> NewType<T> for T {}
 
-pub(crate) trait Encoder<Value> {
+/// Encodes one wire type (`types::Int32`, `types::CompactString`, ...). Twinlog: public.
+pub trait Encoder<Value> {
+    /// Writes `value` to `buf`.
     fn encode<B: ByteBufMut>(&self, buf: &mut B, value: Value) -> Result<()>;
+    /// The bytes `value` takes encoded.
     fn compute_size(&self, value: Value) -> Result<usize>;
+    /// The bytes every value takes, when that is fixed.
     fn fixed_size(&self) -> Option<usize> {
         None
     }
 }
 
-pub(crate) trait Decoder<Value> {
+/// Decodes one wire type. Twinlog: public.
+pub trait Decoder<Value> {
+    /// Reads one value from the front of `buf`.
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Value>;
 }
 
