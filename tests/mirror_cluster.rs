@@ -666,3 +666,238 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
         "the old source reads the new primary's history: {seen}"
     );
 }
+
+/// One record `value` into partition 0 of `topic` through `bootstrap`, acks=all (kcat).
+fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
+    let out = support::run_command(
+        std::process::Command::new("kcat").args([
+            "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all",
+        ]),
+        Some(format!("{value}\n").as_bytes()),
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "{}", out.describe());
+}
+
+/// The log end of `topic`-0 on its leader in `nodes`.
+fn end_of(nodes: &Nodes, topic: &str) -> i64 {
+    log_ends_of(nodes, topic, 1)[&0]
+}
+
+/// A source unclean election, mirrored: the source's only in-sync replica dies after a
+/// record the mirror has already copied, and an out-of-sync replica is elected
+/// (`unclean.leader.election.enable`). The copy must follow the source's new history:
+/// the fetcher cuts the record the source no longer has and, before copying past the
+/// cut, waits for its replicas to drop it too (reference §10.3). With
+/// `mirror.support.unclean.leader.election=true` on the destination topic that is every
+/// assigned replica (a stopped follower holds the copy back until it returns); without,
+/// the ISR (the copy goes on while the follower is away, and the follower truncates
+/// when it comes back). Afterwards every destination replica of both topics holds the
+/// bytes of the source's new leader.
+#[test]
+#[ignore = "finds a source-side bug not fixed yet: after the ISR of ule-isr shrinks to node 1, a record acked with acks=all is served once (log end 2) and then no longer (every Fetch at node 1 answers high watermark 1), so the mirror never sees it; see the issue 18 note"]
+fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean_leader_election() {
+    let test = "a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean_leader_election";
+    if skip_if(support::kafka::missing_kafka(), test)
+        || skip_if(support::missing_program("kcat"), test)
+    {
+        return;
+    }
+    const ALL: &str = "ule-all";
+    const ISR: &str = "ule-isr";
+    let net = Net::new(6);
+    let mut source = start(&net, &SOURCE, Broker::TEST_CLUSTER_ID);
+    let destination = start(&net, &DESTINATION, DESTINATION_CLUSTER_ID);
+    let via = bootstrap_all(&source);
+    // Both topics on source nodes 1 (preferred leader) and 2; node 0 only votes.
+    for topic in [ALL, ISR] {
+        let out = support::kafka::run_tool(
+            "kafka-topics",
+            &[
+                "--bootstrap-server",
+                &via,
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                "1:2",
+                "--config",
+                "unclean.leader.election.enable=true",
+            ],
+            None,
+            Duration::from_secs(60),
+        );
+        support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment 1:2");
+        wait_isr(node(&source, 0), topic, 1, 2);
+        kcat_one(&via, topic, "a");
+    }
+    let dest_any = node(&destination, DESTINATION[0]).bootstrap();
+    // Timeouts short enough that a stopped source node costs seconds, not minutes.
+    let timeouts = [
+        ("request.timeout.ms", "5000"),
+        ("socket.connection.setup.timeout.ms", "2000"),
+    ];
+    let r = create_mirror(&dest_any, "ule", &via, &timeouts);
+    assert_eq!(r.error_code, 0, "create mirror: {r:?}");
+    let r = add_topics(&dest_any, "ule", &[ALL, ISR]);
+    assert_eq!(r.error_code, 0, "add topics: {r:?}");
+    for topic in [ALL, ISR] {
+        wait_mirrored(
+            (&source, &destination),
+            "ule",
+            (topic, 1),
+            "the first record",
+        );
+    }
+    let out = support::kafka::run_tool(
+        "kafka-configs",
+        &[
+            "--bootstrap-server",
+            &bootstrap_all(&destination),
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            ALL,
+            "--add-config",
+            "mirror.support.unclean.leader.election=true",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-configs --add-config mirror.support...=true");
+
+    // Source node 2 stops: it leaves both ISRs, and "b" reaches node 1 alone, then the
+    // destination (every destination replica).
+    source[2].as_ref().expect("node 2").signal("STOP");
+    for topic in [ALL, ISR] {
+        wait_isr(node(&source, 0), topic, 1, 1);
+        kcat_one(&bootstrap_all(&source[..2]), topic, "b");
+        let topic_end = end_of(&source, topic);
+        assert_eq!(topic_end, 2, "{topic} on the source");
+        let waited = std::panic::catch_unwind(|| {
+            wait_mirrored(
+                (&source, &destination),
+                "ule",
+                (topic, 1),
+                "the record node 1 alone has",
+            )
+        });
+        if let Err(e) = waited {
+            eprintln!("describe: {:?}", describe_all(&destination, "ule"));
+            for n in destination.iter().chain(source.iter()).flatten() {
+                let tail = n.log_tail(3000);
+                let lines: Vec<&str> = tail
+                    .lines()
+                    .filter(|l| {
+                        (l.contains("ule") || l.contains("WARN")) && !l.contains("replica:")
+                    })
+                    .collect();
+                eprintln!(
+                    "=== node {}\n{}",
+                    node_id(n),
+                    lines[lines.len().saturating_sub(40)..].join("\n")
+                );
+            }
+            std::panic::resume_unwind(e);
+        }
+        wait_isr(node(&destination, DESTINATION[0]), topic, 1, 3);
+    }
+    // A destination follower of both partitions stops (it keeps "b").
+    let leaders: Vec<usize> = [ALL, ISR]
+        .iter()
+        .map(|t| leader_of(&destination, t, 0))
+        .collect();
+    let away = *DESTINATION
+        .iter()
+        .find(|n| !leaders.contains(n))
+        .expect("a node that leads neither");
+    let away_slot = DESTINATION.iter().position(|n| *n == away).expect("slot");
+    let watcher = DESTINATION[(away_slot + 1) % 3];
+    eprintln!("[mirror-cluster] SIGSTOP of destination node {away} (leaders {leaders:?})");
+    destination[away_slot]
+        .as_ref()
+        .expect("running")
+        .signal("STOP");
+    for topic in [ALL, ISR] {
+        wait_isr(node(&destination, watcher), topic, 1, 2);
+    }
+
+    // Node 1, the source's whole ISR, dies; node 2 comes back out of sync and is
+    // elected uncleanly: the source's history no longer has "b".
+    source[1].as_mut().expect("node 1").kill9();
+    source[2].as_ref().expect("node 2").signal("CONT");
+    let n0 = node(&source, 0);
+    until(Duration::from_secs(90), || {
+        let l: Vec<_> = [ALL, ISR].iter().map(|t| leaders_of_zero(n0, t)).collect();
+        done(
+            l.iter().all(|x| *x == 2),
+            format!("source leaders {l:?}\n{}", n0.log_tail(20)),
+        )
+    });
+    let live = bootstrap_all(&source);
+    for topic in [ALL, ISR] {
+        kcat_one(&live, topic, "c");
+    }
+
+    // Without the option the copy follows at once ("b" cut, "c" copied) though a
+    // replica is away; with it, nothing past the cut until that replica is back.
+    wait_mirrored(
+        (&source, &destination),
+        "ule",
+        (ISR, 1),
+        "the ISR topic after the election",
+    );
+    let held = Instant::now();
+    while held.elapsed() < Duration::from_secs(5) {
+        let end = end_of(&destination, ALL);
+        assert!(
+            end <= 1,
+            "{ALL} copied past the cut with replica {away} away: end {end}"
+        );
+        thread::sleep(Duration::from_millis(250));
+    }
+    destination[away_slot]
+        .as_ref()
+        .expect("stopped")
+        .signal("CONT");
+    wait_mirrored(
+        (&source, &destination),
+        "ule",
+        (ALL, 1),
+        "every replica back",
+    );
+
+    // Every destination replica holds the new leader's bytes; "b" is gone.
+    let new_leader = node(&source, 2).data_dir();
+    for topic in [ALL, ISR] {
+        assert_replicas_identical(&destination, topic, 1);
+        let expected = replica_bytes(&new_leader, topic, 0);
+        let copy = replica_bytes(&node(&destination, DESTINATION[0]).data_dir(), topic, 0);
+        assert!(
+            expected == copy,
+            "{topic}: destination differs from the source's new leader"
+        );
+        let values: Vec<Vec<u8>> = read_at_leader(&destination, topic, 0)
+            .iter()
+            .flat_map(|b| dataplane::wire::records::batch_records(b).unwrap_or_default())
+            .filter_map(|r| r.value.map(|v| v.to_vec()))
+            .collect();
+        assert_eq!(
+            values,
+            vec![b"a".to_vec(), b"c".to_vec()],
+            "{topic} on the destination"
+        );
+    }
+    let d = describe_all(&destination, "ule");
+    assert!(
+        d.values().all(|p| p.state == "MIRRORING"),
+        "after the election: {}",
+        states(&d)
+    );
+}
+
+/// The leader of `topic`-0 as `n` sees it, -1 for none.
+fn leaders_of_zero(n: &Broker, topic: &str) -> i32 {
+    leaders(n, topic).get(&0).map_or(-1, |(l, _)| *l)
+}

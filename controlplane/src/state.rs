@@ -1320,6 +1320,7 @@ impl ControllerState {
                     }
                     if dataplane::kafka_configs::topic_config(key).is_none()
                         && !dataplane::kafka_configs::REMOVED_TOPIC_CONFIGS.contains(&key.as_str())
+                        && key != dataplane::fetcher::SUPPORT_UNCLEAN_ELECTION_CONFIG
                     {
                         return fail(
                             ResponseError::InvalidConfig,

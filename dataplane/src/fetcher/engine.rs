@@ -50,6 +50,9 @@ pub struct PartitionFetchState {
     /// The last proactive epoch bump asked for: its target and when (one request until
     /// the image shows it or it is old, not one per append; audit B-18).
     pub(crate) bump_requested: Option<(i32, Instant)>,
+    /// The log was cut where the source diverged: nothing is fetched until the
+    /// replicas have converged on the cut (reference §10.3).
+    pub(crate) converging: Option<super::Convergence>,
 }
 
 impl PartitionFetchState {
@@ -73,6 +76,7 @@ impl PartitionFetchState {
             source_leader: None,
             out_of_range_checked_at: None,
             bump_requested: None,
+            converging: None,
         }
     }
 
@@ -106,7 +110,7 @@ impl PartitionFetchState {
 
     /// May be fetched at `now` (not backing off).
     pub fn is_ready(&self, now: Instant) -> bool {
-        self.retry_at.is_none_or(|at| at <= now)
+        self.converging.is_none() && self.retry_at.is_none_or(|at| at <= now)
     }
 
     /// A response fetched under `generation` may be appended.
@@ -510,6 +514,10 @@ pub enum FetchError {
     /// the FAILED retry with backoff brings it back once the source is reachable).
     #[error("the source cluster is unreachable: {0}")]
     SourceUnreachable(String),
+    /// After a cut where the source diverged, the replicas did not converge in time
+    /// (with `mirror.support.unclean.leader.election`: not every replica is in sync).
+    #[error("{0}")]
+    NotConverged(String),
 }
 
 impl FetchError {
@@ -527,7 +535,8 @@ impl FetchError {
             | FetchError::Straddle { .. }
             | FetchError::EpochBump(_)
             | FetchError::Restart(_)
-            | FetchError::SourceUnreachable(_) => true,
+            | FetchError::SourceUnreachable(_)
+            | FetchError::NotConverged(_) => true,
         }
     }
 }

@@ -257,6 +257,7 @@ impl MirrorFetcher {
             if self.inner.borrow().stopped {
                 break;
             }
+            self.check_convergence(&ctx);
             let now = Instant::now();
             let ready: Vec<(TopicPartition, bool)> = self
                 .inner
@@ -660,13 +661,15 @@ impl MirrorFetcher {
         } else {
             engine::truncation_target(source_epoch, source_end, local_for(&log, source_epoch), end)
         };
-        self.cut_log(&mut log, tp, truncation, source_epoch).await?;
+        self.cut_log(ctx, &mut log, tp, truncation, source_epoch)
+            .await?;
         Ok(truncation.complete)
     }
 
     /// Applies a [`Truncation`] to the log (the caller holds its write lock).
     async fn cut_log(
         &self,
+        ctx: &ShardCtx,
         log: &mut crate::log::PartitionLog,
         tp: &TopicPartition,
         truncation: Truncation,
@@ -682,9 +685,38 @@ impl MirrorFetcher {
         let target = Offset(target);
         log.cut_to(target).await.map_err(|e| e.to_string())?;
         let new_end = log.log_end_offset();
-        self.with_state(tp, |s| s.status.truncated_records += end - new_end.0);
-        tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = new_end.0, source_epoch, complete = truncation.complete, "mirror log truncated where the source diverges");
+        // No appends past the cut until the replicas have dropped what it discarded: a
+        // follower that kept it and got elected would bring it back (reference §10.3).
+        let convergence = super::Convergence::after_cut(ctx, tp, log, now_ms());
+        self.with_state(tp, |s| {
+            s.status.truncated_records += end - new_end.0;
+            s.converging = Some(convergence);
+        });
+        tracing::info!(mirror = %self.config.mirror, %tp, from = end, to = new_end.0, source_epoch, complete = truncation.complete, every_replica = convergence.every_replica, "mirror log truncated where the source diverges; waiting for the replicas to converge");
         Ok(())
+    }
+
+    /// Lifts the convergence gate of the partitions whose replicas have converged on
+    /// the fetcher's cut; one that does not in time fails (retryable: the retry's
+    /// PREPARING waits for the replicas again before anything is copied past the cut).
+    fn check_convergence(&self, ctx: &Rc<ShardCtx>) {
+        let waiting: Vec<(TopicPartition, super::Convergence)> = self
+            .inner
+            .borrow()
+            .partitions
+            .iter()
+            .filter_map(|(tp, s)| s.converging.map(|c| (tp.clone(), c)))
+            .collect();
+        for (tp, c) in waiting {
+            match super::check_converged(ctx, &tp, c, now_ms()) {
+                Ok(false) => {}
+                Ok(true) => {
+                    tracing::info!(mirror = %self.config.mirror, %tp, "replicas converged on the divergence cut: mirroring on");
+                    self.with_state(&tp, |s| s.converging = None);
+                }
+                Err(e) => self.fail(ctx, &tp, FetchError::NotConverged(e)),
+            }
+        }
     }
 
     /// A Fetch answered DivergingEpoch: the source's history for `epoch` ends at `end`,
@@ -822,6 +854,7 @@ impl MirrorFetcher {
                 let Some(&(fetch_offset, generation)) = asked.get(&tp) else {
                     continue;
                 };
+                tracing::debug!(mirror = %self.config.mirror, %tp, fetch_offset, high_watermark = p.high_watermark, error = p.error_code, bytes = p.records.as_ref().map_or(0, |r| r.len()), "mirror fetch answered");
                 let current = self.with_state(&tp, |s| {
                     if p.high_watermark >= 0 {
                         s.status.source_high_watermark = p.high_watermark;

@@ -264,28 +264,55 @@ pub async fn prepare_partition(
         tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded = end.0 - target.0, "PREPARING truncated the log to the last mirrored epoch");
         end.0 - target.0
     };
-    let (leader_end, min_isr) = (
-        log.log_end_offset().0,
-        log.config().min_insync_replicas.max(1) as usize,
-    );
+    let convergence = Convergence::after_cut(ctx, tp, &log, truncated_at);
     drop(log);
-    let every_replica = ctx
-        .metadata
-        .load()
-        .topic(&tp.topic)
-        .and_then(|t| t.configs.get(SUPPORT_UNCLEAN_ELECTION_CONFIG))
-        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    await_converged(
-        &partition,
-        Convergence {
-            leader_end,
-            since_ms: truncated_at,
-            min_isr,
-            every_replica,
-        },
-    )
-    .await?;
+    await_converged(&partition, convergence).await?;
     Ok(discarded)
+}
+
+impl Convergence {
+    /// What the replicas of `tp` must reach after its leader log was cut at `cut_at_ms`
+    /// (the caller holds the log's lock, so its end is the cut's).
+    pub(crate) fn after_cut(
+        ctx: &ShardCtx,
+        tp: &TopicPartition,
+        log: &crate::log::PartitionLog,
+        cut_at_ms: i64,
+    ) -> Convergence {
+        let every_replica = ctx
+            .metadata
+            .load()
+            .topic(&tp.topic)
+            .and_then(|t| t.configs.get(SUPPORT_UNCLEAN_ELECTION_CONFIG))
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        Convergence {
+            leader_end: log.log_end_offset().0,
+            since_ms: cut_at_ms,
+            min_isr: log.config().min_insync_replicas.max(1) as usize,
+            every_replica,
+        }
+    }
+}
+
+/// Whether the replicas of `tp` reached `c` (the mirror fetcher's gate after it cut the
+/// log where the source diverged, reference §10.3): `Ok(false)` while they have not,
+/// an error once they have not for [`CONVERGENCE_TIMEOUT`] or when this broker no longer
+/// leads the partition.
+pub(crate) fn check_converged(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+    c: Convergence,
+    now_ms: i64,
+) -> StepResult<bool> {
+    let partition = owned(ctx, tp)?;
+    let leadership = partition.leadership();
+    match not_converged(&leadership, &partition.followers(), leadership.leader, c) {
+        None => Ok(true),
+        Some(why) if now_ms - c.since_ms >= CONVERGENCE_TIMEOUT.as_millis() as i64 => Err(format!(
+            "the replicas of {tp} did not converge after the source diverged: {why}"
+        )),
+        Some(_) => Ok(false),
+    }
 }
 
 /// The topic config that makes PREPARING wait for every assigned replica, not only the
@@ -295,9 +322,10 @@ pub const SUPPORT_UNCLEAN_ELECTION_CONFIG: &str = "mirror.support.unclean.leader
 /// How long PREPARING waits for the replicas to converge (then it fails, retryable).
 const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// What PREPARING's second phase waits for (reference §4.5, "two-phase convergence").
-#[derive(Debug, Clone, Copy)]
-struct Convergence {
+/// What PREPARING's second phase waits for (reference §4.5, "two-phase convergence"),
+/// and what the mirror fetcher waits for after cutting its log mid-copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Convergence {
     /// The leader's log end after its truncation.
     leader_end: i64,
     /// When the leader truncated: a follower's position counts from a fetch after it.

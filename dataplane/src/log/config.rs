@@ -272,6 +272,14 @@ pub fn apply_topic_config(log: &mut LogConfig, name: &str, value: &str) -> Resul
                 }
             };
         }
+        // KIP-1279's topic config (read by the mirror from the metadata image).
+        crate::fetcher::SUPPORT_UNCLEAN_ELECTION_CONFIG => {
+            if !matches!(value.trim().to_ascii_lowercase().as_str(), "true" | "false") {
+                return Err(format!(
+                    "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+                ));
+            }
+        }
         // Kafka's other topic configs (and two that Kafka 4 removed): checked by type,
         // stored and described, no effect on the log yet (kafka_configs.rs).
         _ if REMOVED_TOPIC_CONFIGS.contains(&name) => {}

@@ -14,8 +14,13 @@ fn timing() -> QuorumTiming {
     }
 }
 
+/// A port free now, on a loopback address of its own (127.0.0.2 and up): the members
+/// bind it a moment later, and on 127.0.0.1 an outgoing connection of another test (or
+/// of this one) could take it as its ephemeral port in between (AddrInUse).
 fn free_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    static NEXT: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    let host = 2 + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 250;
+    let l = TcpListener::bind(("127.0.0.".to_string() + &host.to_string(), 0)).expect("bind");
     l.local_addr().expect("addr")
 }
 
