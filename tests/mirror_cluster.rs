@@ -667,18 +667,6 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     );
 }
 
-/// One record `value` into partition 0 of `topic` through `bootstrap`, acks=all (kcat).
-fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
-    let out = support::run_command(
-        std::process::Command::new("kcat").args([
-            "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all",
-        ]),
-        Some(format!("{value}\n").as_bytes()),
-        Duration::from_secs(30),
-    );
-    assert!(out.success(), "{}", out.describe());
-}
-
 /// The log end of `topic`-0 on its leader in `nodes`.
 fn end_of(nodes: &Nodes, topic: &str) -> i64 {
     log_ends_of(nodes, topic, 1)[&0]
@@ -711,23 +699,7 @@ fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean
     let via = bootstrap_all(&source);
     // Both topics on source nodes 1 (preferred leader) and 2; node 0 only votes.
     for topic in [ALL, ISR] {
-        let out = support::kafka::run_tool(
-            "kafka-topics",
-            &[
-                "--bootstrap-server",
-                &via,
-                "--create",
-                "--topic",
-                topic,
-                "--replica-assignment",
-                "1:2",
-                "--config",
-                "unclean.leader.election.enable=true",
-            ],
-            None,
-            Duration::from_secs(60),
-        );
-        support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment 1:2");
+        create_topic_on_replicas(&via, topic, "1:2", true);
         wait_isr(node(&source, 0), topic, 1, 2);
         kcat_one(&via, topic, "a");
     }

@@ -909,24 +909,8 @@ fn a_partition_whose_isr_died_comes_back_only_by_an_unclean_election() {
     // Two topics on nodes 1 (preferred leader) and 2; node 0 only votes. One may elect
     // an out-of-sync replica by itself (`unclean.leader.election.enable`), the other
     // only when asked.
-    for (topic, unclean) in [("unclean-tool", "false"), ("unclean-auto", "true")] {
-        let out = support::kafka::run_tool(
-            "kafka-topics",
-            &[
-                "--bootstrap-server",
-                &via,
-                "--create",
-                "--topic",
-                topic,
-                "--replica-assignment",
-                "1:2",
-                "--config",
-                &format!("unclean.leader.election.enable={unclean}"),
-            ],
-            None,
-            Duration::from_secs(60),
-        );
-        support::kafka::expect_ok(&out, "kafka-topics --create --replica-assignment 1:2");
+    for (topic, unclean) in [("unclean-tool", false), ("unclean-auto", true)] {
+        create_topic_on_replicas(&via, topic, "1:2", unclean);
         wait_isr(nodes[0].as_ref().expect("node 0"), topic, 1, 2);
         kcat_one(&via, topic, "a");
     }
@@ -1288,18 +1272,6 @@ fn transactions_span_brokers_and_survive_their_coordinators_death() {
             n.log_tail(40)
         );
     }
-}
-
-/// One record `value` into partition 0 of `topic` with kcat (acks=all).
-fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
-    let out = support::run_command(
-        std::process::Command::new("kcat").args([
-            "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all",
-        ]),
-        Some(format!("{value}\n").as_bytes()),
-        Duration::from_secs(30),
-    );
-    assert!(out.success(), "{}", out.describe());
 }
 
 /// Node `i` of a dynamic quorum (`controller.quorum.bootstrap.servers` naming node 0's

@@ -327,3 +327,41 @@ pub fn assert_replicas_identical(nodes: &[Option<Broker>], topic: &str, partitio
         }
     }
 }
+
+/// One record `value` into partition 0 of `topic` with kcat (acks=all).
+pub fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
+    let out = super::run_command(
+        std::process::Command::new("kcat").args([
+            "-P", "-b", bootstrap, "-t", topic, "-p", "0", "-X", "acks=all",
+        ]),
+        Some(format!("{value}\n").as_bytes()),
+        Duration::from_secs(30),
+    );
+    assert!(out.success(), "{}", out.describe());
+}
+
+/// `topic`, one partition on the replicas `assignment` (Kafka's `1:2` form), with
+/// `unclean.leader.election.enable` set to `unclean`, created with Kafka's own
+/// `kafka-topics` through `via`.
+pub fn create_topic_on_replicas(via: &str, topic: &str, assignment: &str, unclean: bool) {
+    let out = super::kafka::run_tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            via,
+            "--create",
+            "--topic",
+            topic,
+            "--replica-assignment",
+            assignment,
+            "--config",
+            &format!("unclean.leader.election.enable={unclean}"),
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    super::kafka::expect_ok(
+        &out,
+        &format!("kafka-topics --create --replica-assignment {assignment}"),
+    );
+}
