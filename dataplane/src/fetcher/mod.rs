@@ -266,7 +266,7 @@ pub async fn prepare_partition(
     };
     let convergence = Convergence::after_cut(ctx, tp, &log, truncated_at);
     drop(log);
-    await_converged(&partition, convergence).await?;
+    await_converged(ctx, tp, convergence).await?;
     Ok(discarded)
 }
 
@@ -294,8 +294,9 @@ impl Convergence {
     }
 }
 
-/// Whether the replicas of `tp` reached `c` (the mirror fetcher's gate after it cut the
-/// log where the source diverged, reference §10.3): `Ok(false)` while they have not,
+/// Whether the replicas of `tp` reached `c` (after PREPARING's truncation, and the mirror
+/// fetcher's gate after it cut the log where the source diverged; reference §10.3):
+/// `Ok(false)` while they have not,
 /// an error once they have not for [`CONVERGENCE_TIMEOUT`] or when this broker no longer
 /// leads the partition.
 pub(crate) fn check_converged(
@@ -309,7 +310,8 @@ pub(crate) fn check_converged(
     match not_converged(&leadership, &partition.followers(), leadership.leader, c) {
         None => Ok(true),
         Some(why) if now_ms - c.since_ms >= CONVERGENCE_TIMEOUT.as_millis() as i64 => Err(format!(
-            "the replicas of {tp} did not converge after the source diverged: {why}"
+            "the replicas of {tp} did not converge on the cut at {}: {why}",
+            c.leader_end
         )),
         Some(_) => Ok(false),
     }
@@ -378,32 +380,13 @@ fn not_converged(
     None
 }
 
-/// Waits until [`not_converged`] says nothing, or fails after [`CONVERGENCE_TIMEOUT`].
-async fn await_converged(
-    partition: &crate::partition::Partition,
-    c: Convergence,
-) -> StepResult<()> {
-    let started = std::time::Instant::now();
-    loop {
-        if !partition.is_leader() {
-            return Err(format!(
-                "partition {} is not led by this broker",
-                partition.topic_partition()
-            ));
-        }
-        let leadership = partition.leadership();
-        let node = leadership.leader;
-        match not_converged(&leadership, &partition.followers(), node, c) {
-            None => return Ok(()),
-            Some(why) if started.elapsed() >= CONVERGENCE_TIMEOUT => {
-                return Err(format!(
-                    "the replicas of {} did not converge after PREPARING's truncation: {why}",
-                    partition.topic_partition()
-                ))
-            }
-            Some(_) => glommio::timer::sleep(Duration::from_millis(50)).await,
-        }
+/// Waits until [`check_converged`] says the replicas converged (PREPARING's second
+/// phase), or fails as it does.
+async fn await_converged(ctx: &ShardCtx, tp: &TopicPartition, c: Convergence) -> StepResult<()> {
+    while !check_converged(ctx, tp, c, now_ms())? {
+        glommio::timer::sleep(Duration::from_millis(50)).await;
     }
+    Ok(())
 }
 
 /// The latest batch epoch in the log (`None`: no batches with an epoch).
