@@ -3,7 +3,9 @@
 //! clock. Nothing here reads or writes a file.
 //!
 //! - A data record survives when it has a key, no later record of the same key is in the
-//!   offset map, and it is not a tombstone past its batch's delete horizon.
+//!   offset map, and it is not a tombstone past its batch's delete horizon. A tombstone
+//!   gets its horizon only from a clean whose map holds it, which removes the older
+//!   records it deletes in the same pass.
 //! - Records of aborted transactions go, and so does an ABORT marker once no record of
 //!   its transaction is left; a COMMIT marker goes once no record of its transaction is
 //!   left. A marker that can go is first kept once more with a delete horizon
@@ -188,6 +190,10 @@ pub fn judge(
     let records = batch_records(batch)?;
     let base = batch.base_offset().0;
     let total = records.len();
+    // A batch the offset map does not hold: the older records its tombstones delete were
+    // not removed by this clean, so its tombstones get no delete horizon here (one with a
+    // horizon got it from a clean that held it, and may go once the horizon passes).
+    let in_map = batch.last_offset().0 < cx.map_end;
     let kept: Vec<Record> = records
         .into_iter()
         .filter(|r| {
@@ -199,7 +205,7 @@ pub fn judge(
             !superseded && (r.value.is_some() || !horizon_passed)
         })
         .collect();
-    let needs_horizon = horizon.is_none() && kept.iter().any(|r| r.value.is_none());
+    let needs_horizon = in_map && horizon.is_none() && kept.iter().any(|r| r.value.is_none());
     let verdict = if kept.len() == total && !needs_horizon {
         Verdict::Keep
     } else if kept.is_empty() {

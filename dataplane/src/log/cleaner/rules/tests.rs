@@ -191,6 +191,27 @@ fn a_tombstone_gets_a_delete_horizon_first_and_goes_after_it() {
 }
 
 #[test]
+fn a_tombstone_past_the_offset_map_gets_no_delete_horizon() {
+    let b = batch_at(10, &[(Some("a"), None)]);
+    let map = map_of(&[("b", 3)]);
+    let active = HashMap::new();
+    let mut c = cx(&map, &active, NOW);
+    // The map ends at the tombstone or inside its batch: kept as it is, no horizon.
+    for map_end in [10, 5] {
+        c.map_end = map_end;
+        let (v, _) = judge(&b, &mut TxnTracker::default(), &c).expect("judged");
+        assert_eq!(v, Verdict::Keep, "map ending at {map_end}");
+    }
+    // The map holds it: the horizon is set.
+    c.map_end = 11;
+    let (v, _) = judge(&b, &mut TxnTracker::default(), &c).expect("judged");
+    let Verdict::Rewrite(bytes) = v else {
+        panic!("expected the horizon to be set, got {v:?}");
+    };
+    assert!(contents(&bytes).0.has_delete_horizon());
+}
+
+#[test]
 fn aborted_records_go_and_their_marker_goes_once_nothing_of_them_is_left() {
     let pid = ProducerId(7);
     let data = producer_batch(0, &[(Some("a"), Some("1"))], pid, true);
