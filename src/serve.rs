@@ -386,11 +386,18 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         }
     }
     router.close();
+    let started = std::time::Instant::now();
     if let Some(h) = mirror_thread {
         let _ = h.join();
     }
     if let Err(e) = controller_thread.shutdown() {
         tracing::error!(error = %e, "controller shutdown");
+    }
+    if started.elapsed() >= Duration::from_secs(1) {
+        tracing::warn!(
+            took_ms = started.elapsed().as_millis() as u64,
+            "slow shutdown: the mirror and controller threads stop"
+        );
     }
     match failure {
         Some(e) => Err(e),
@@ -533,7 +540,7 @@ async fn run_shard(
     let txns = glommio::spawn_local(Rc::clone(&txn_runtime).run(Rc::clone(&ctx)));
     let _ = stop.recv().await;
     if let Some(serving) = serving {
-        serving.await;
+        shutdown_step(id, "the listener stops", serving).await;
     }
     // A JoinGroup parked for a rebalance must not hold the connection open.
     group_runtime.shutdown();
@@ -541,20 +548,41 @@ async fn run_shard(
     // Connections finish the request in hand, then close; mirror fetchers stop.
     ctx.mirror_fetchers.shutdown();
     ctx.replica_fetchers.shutdown();
-    isr.cancel().await;
-    let _ = gate.close().await;
-    housekeeping.cancel().await;
-    cleaner.cancel().await;
-    groups.cancel().await;
-    txns.cancel().await;
+    shutdown_step(id, "the ISR task stops", isr.cancel()).await;
+    let _ = shutdown_step(id, "connections finish their requests", gate.close()).await;
+    shutdown_step(id, "housekeeping stops", housekeeping.cancel()).await;
+    shutdown_step(id, "the cleaner stops", cleaner.cancel()).await;
+    shutdown_step(id, "the group runtime stops", groups.cancel()).await;
+    shutdown_step(id, "the transaction runtime stops", txns.cancel()).await;
     // Phase two once every shard has stopped serving: requests from other shards' connections
     // may still need this shard's partitions until then.
     stopped_serving.fetch_add(1, Ordering::SeqCst);
-    while stopped_serving.load(Ordering::SeqCst) < shards {
-        glommio::timer::sleep(Duration::from_millis(5)).await;
-    }
-    ctx.close_all().await;
+    let others = async {
+        while stopped_serving.load(Ordering::SeqCst) < shards {
+            glommio::timer::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    shutdown_step(id, "the other shards stop serving", others).await;
+    shutdown_step(id, "the partitions close", ctx.close_all()).await;
     tracing::info!(shard = id, "shard stopped");
+}
+
+/// One step of a shard's shutdown; a slow one is logged, so a broker that takes long to
+/// stop says where it waited.
+async fn shutdown_step<F: std::future::Future>(shard: usize, what: &str, step: F) -> F::Output {
+    let started = std::time::Instant::now();
+    let out = step.await;
+    let took = started.elapsed();
+    if took >= Duration::from_secs(1) {
+        tracing::warn!(
+            shard,
+            took_ms = took.as_millis() as u64,
+            "slow shutdown: {what}"
+        );
+    } else {
+        tracing::debug!(shard, took_us = took.as_micros() as u64, "shutdown: {what}");
+    }
+    out
 }
 
 /// Creates `__consumer_offsets` (compacted) through the controller.
