@@ -232,8 +232,8 @@ def consume_kp(a):
 
             c.subscribe([a.topic], listener=Listener())
             while not stop_on.is_set() and not errors:
-                # Until all three first members hold partitions, take one record at a
-                # time, so that a slow joiner still gets its share before m3 leaves.
+                # Until the expected members hold partitions, take one record at a
+                # time, so that a slow joiner still gets its share (see the main loop).
                 batches = c.poll(timeout_ms=50, max_records=500 if gate.is_set() else 1)
                 n = 0
                 keys = []
@@ -285,11 +285,15 @@ def consume_kp(a):
             leave.set()
             fail("consumed %d of %d within %ss" % (n, a.count, a.timeout),
                  per_member=per_member, rebalances=rebalances)
+        # Phase 0 waits for m1..m3 to hold partitions, phase 1 for m4: until then
+        # the members take one record per poll, so the joiner gets its share.
+        waiting_for = ("m1", "m2", "m3") if phase == 0 else ("m4",)
         if not gate.is_set() and all(
                 any(kind == "assign" and parts for kind, parts in rebalances.get(m, []))
-                for m in ("m1", "m2", "m3")):
+                for m in waiting_for):
             gate.set()
         if phase == 0 and n >= a.count // 3 and per_member.get("m3", 0) > 0:
+            gate.clear()
             leave.set()
             threads[2].join(30)
             t4 = threading.Thread(target=member, args=("m4", stop), daemon=True)
