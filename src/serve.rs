@@ -378,27 +378,25 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             controlled_shutdown(controller.as_ref(), &metadata, CONTROLLED_SHUTDOWN_MAX);
         }
     }
+    let watch = ShutdownWatch::start();
     stop_tx.close();
     mirror_client.close();
+    watch.step("the shard threads end");
     for h in handles {
         if let Err(e) = h.join() {
             tracing::error!(error = %e, "shard ended with an error");
         }
     }
     router.close();
-    let started = std::time::Instant::now();
+    watch.step("the mirror thread ends");
     if let Some(h) = mirror_thread {
         let _ = h.join();
     }
+    watch.step("the controller thread ends");
     if let Err(e) = controller_thread.shutdown() {
         tracing::error!(error = %e, "controller shutdown");
     }
-    if started.elapsed() >= Duration::from_secs(1) {
-        tracing::warn!(
-            took_ms = started.elapsed().as_millis() as u64,
-            "slow shutdown: the mirror and controller threads stop"
-        );
-    }
+    watch.finish();
     match failure {
         Some(e) => Err(e),
         None => {
@@ -585,6 +583,102 @@ async fn shutdown_step<F: std::future::Future>(shard: usize, what: &str, step: F
     out
 }
 
+/// The process-wide part of a shutdown (threads ending): a watchdog thread logs the step
+/// still waited on every few seconds, and `finish` logs a step that took a second or more.
+struct ShutdownWatch {
+    step: Arc<std::sync::Mutex<(&'static str, std::time::Instant)>>,
+    done: mpsc::Sender<()>,
+}
+
+impl ShutdownWatch {
+    const REPORT_EVERY: Duration = Duration::from_secs(5);
+
+    fn start() -> ShutdownWatch {
+        let step = Arc::new(std::sync::Mutex::new((
+            "the shards stop",
+            std::time::Instant::now(),
+        )));
+        let (done, wait) = mpsc::channel::<()>();
+        let seen = Arc::clone(&step);
+        let started = std::time::Instant::now();
+        let spawned = std::thread::Builder::new()
+            .name("twinlog-shutdown-watch".to_string())
+            .spawn(move || {
+                let mut reports = 0;
+                while let Err(mpsc::RecvTimeoutError::Timeout) =
+                    wait.recv_timeout(Self::REPORT_EVERY)
+                {
+                    let (what, since) = *seen.lock().unwrap_or_else(|e| e.into_inner());
+                    // The first report names every thread and where the kernel holds it.
+                    let threads = if reports == 0 {
+                        thread_states()
+                    } else {
+                        String::new()
+                    };
+                    reports += 1;
+                    tracing::warn!(
+                        waited_ms = since.elapsed().as_millis() as u64,
+                        shutdown_ms = started.elapsed().as_millis() as u64,
+                        threads,
+                        "shutdown still waiting: {what}"
+                    );
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "no shutdown watchdog");
+        }
+        ShutdownWatch { step, done }
+    }
+
+    /// The previous step is over; `next` begins.
+    fn step(&self, next: &'static str) {
+        let mut step = self.step.lock().unwrap_or_else(|e| e.into_inner());
+        let (what, since) = *step;
+        if since.elapsed() >= Duration::from_secs(1) {
+            tracing::warn!(
+                took_ms = since.elapsed().as_millis() as u64,
+                "slow shutdown: {what}"
+            );
+        }
+        *step = (next, std::time::Instant::now());
+    }
+
+    fn finish(self) {
+        self.step("done");
+        let _ = self.done.send(());
+    }
+}
+
+/// This process's threads as `name(state wchan syscall)`, read from `/proc/self/task`.
+fn thread_states() -> String {
+    let read = |path: std::path::PathBuf| {
+        std::fs::read_to_string(path).map_or_else(|_| "?".to_string(), |s| s.trim().to_string())
+    };
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return "unknown (no /proc/self/task)".to_string();
+    };
+    let mut out = Vec::new();
+    for task in tasks.flatten() {
+        let dir = task.path();
+        let stat = read(dir.join("stat"));
+        // The state follows the parenthesised name (which may hold spaces).
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        let syscall = read(dir.join("syscall"));
+        let syscall = syscall.split_whitespace().next().unwrap_or("?");
+        out.push(format!(
+            "{}({state} {} {syscall})",
+            read(dir.join("comm")),
+            read(dir.join("wchan"))
+        ));
+    }
+    out.sort();
+    out.join(" ")
+}
+
 /// Creates `__consumer_offsets` (compacted) through the controller.
 async fn create_offsets_topic(ctx: Rc<ShardCtx>, partitions: i32) {
     let segment_bytes = ctx.settings.internal_segment_bytes.0;
@@ -729,5 +823,29 @@ fn check_memlock(config: &BrokerConfig) {
             "io memory of all shards exceeds RLIMIT_MEMLOCK; glommio falls back to unregistered buffers unless running as root (raise `ulimit -l` or lower io.memory.bytes)"
         ),
         _ => tracing::debug!(needed, "io memory fits RLIMIT_MEMLOCK"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_states_name_each_thread_and_where_it_waits() {
+        let (tx, rx) = mpsc::channel::<()>();
+        let parked = std::thread::Builder::new()
+            .name("parked-here".to_string())
+            .spawn(move || rx.recv())
+            .expect("spawn");
+        // The thread names itself once it runs; then it blocks on a futex.
+        let started = std::time::Instant::now();
+        let mut states = thread_states();
+        while !states.contains("parked-here(S ") && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(10));
+            states = thread_states();
+        }
+        assert!(states.contains("parked-here(S "), "{states}");
+        tx.send(()).expect("send");
+        parked.join().expect("join").expect("recv");
     }
 }

@@ -22,6 +22,9 @@ enum Wake {
     Tick,
 }
 
+/// A request the controller thread spends longer on is logged (it holds up the queue).
+const SLOW_REQUEST: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often a quorum member's controller applies what others committed.
 const CATCH_UP_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -65,8 +68,8 @@ pub struct ControllerThread {
 }
 
 impl ControllerThread {
-    /// Stops taking requests, lets the thread answer those already queued, and waits
-    /// for it to finish.
+    /// Stops taking requests, refuses those still queued (BROKER_NOT_AVAILABLE), and
+    /// waits for the thread to finish the one it is on.
     pub fn shutdown(self) -> Result<(), ControllerError> {
         self.sender.close();
         self.join.join().map_err(|_| ControllerError::Panicked)
@@ -124,8 +127,27 @@ pub fn spawn_controller_with<P: PartitionOps + 'static>(
 fn run<P: PartitionOps>(mut controller: Controller<P>, receiver: async_channel::Receiver<Wake>) {
     while let Ok(wake) = receiver.recv_blocking() {
         match wake {
+            // Shutdown closed the queue once the shards and their connections ended:
+            // no one waits for what is still queued, and a forwarded change could hold
+            // the thread for seconds. It is refused as the closed queue would.
+            Wake::Request((_, reply)) if receiver.is_closed() => {
+                let _ = reply.send(AdminResponse::Failed {
+                    error_code: ResponseError::BrokerNotAvailable.code(),
+                    message: "the controller is shutting down".to_string(),
+                });
+            }
+            Wake::Tick if receiver.is_closed() => {}
             Wake::Request((request, reply)) => {
+                let started = std::time::Instant::now();
                 let response = controller.handle(&request);
+                if started.elapsed() >= SLOW_REQUEST {
+                    let what = format!("{request:?}");
+                    tracing::warn!(
+                        took_ms = started.elapsed().as_millis() as u64,
+                        request = %what.chars().take(200).collect::<String>(),
+                        "slow controller request"
+                    );
+                }
                 // The asker may have gone away (connection closed); nothing to do then.
                 let _ = reply.send(response);
             }
@@ -160,6 +182,98 @@ mod tests {
             self.0.fetch_add(actions.len(), Ordering::SeqCst);
             actions.iter().map(|_| Ok(())).collect()
         }
+    }
+
+    /// Ops whose first `execute` waits for `release` (it holds the controller thread).
+    #[derive(Debug)]
+    struct HeldOps {
+        entered: std::sync::mpsc::Sender<()>,
+        release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl PartitionOps for HeldOps {
+        fn shard_count(&self) -> usize {
+            1
+        }
+
+        fn execute(&self, actions: &[PartitionAction]) -> Vec<Result<(), String>> {
+            let _ = self.entered.send(());
+            let _ = self.release.lock().expect("lock").recv();
+            actions.iter().map(|_| Ok(())).collect()
+        }
+    }
+
+    fn config(dir: &std::path::Path) -> ControllerConfig {
+        ControllerConfig {
+            data_dir: dir.to_path_buf(),
+            node_id: 0,
+            advertised: "127.0.0.1:9092".parse().expect("addr"),
+            default_log_config: LogConfig::default(),
+            num_partitions: 1,
+            queue_max: 4,
+            mirror_state_partitions: 3,
+            quorum: None,
+            cluster: Default::default(),
+        }
+    }
+
+    fn new_topic(name: &str) -> AdminRequest {
+        AdminRequest::CreateTopics {
+            topics: vec![NewTopic {
+                name: name.into(),
+                num_partitions: 1,
+                replication_factor: 1,
+                assignments: Vec::new(),
+                configs: vec![],
+            }],
+            validate_only: false,
+        }
+    }
+
+    #[test]
+    fn a_request_still_queued_at_shutdown_is_refused_not_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (entered, entered_rx) = std::sync::mpsc::channel();
+        let (release_tx, release) = std::sync::mpsc::channel();
+        let ops = HeldOps {
+            entered,
+            release: std::sync::Mutex::new(release),
+        };
+        let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
+            String::new(),
+            0,
+            "127.0.0.1:9092".parse().expect("addr"),
+        )));
+        let (client, thread) =
+            spawn_controller_with(&config(dir.path()), Arc::clone(&cell), ops).expect("spawn");
+        let running = client.submit(new_topic("running"));
+        entered_rx.recv().expect("the first request runs");
+        let queued = client.submit(new_topic("queued"));
+        let stopping = std::thread::spawn(move || thread.shutdown());
+        while !client.sender.is_closed() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        release_tx.send(()).expect("release");
+        // A second release, so that a queued request that ran would answer (and fail
+        // the test) rather than block; the thread may have ended and dropped the end.
+        let _ = release_tx.send(());
+        let first = futures::executor::block_on(running).expect("answer");
+        assert_eq!(
+            first,
+            AdminResponse::Results(vec![dataplane::controller::AdminResult::ok("running")])
+        );
+        match futures::executor::block_on(queued).expect("answer") {
+            AdminResponse::Failed {
+                error_code,
+                message,
+            } => {
+                assert_eq!(error_code, ResponseError::BrokerNotAvailable.code());
+                assert!(message.contains("shutting down"), "{message}");
+            }
+            other => panic!("the queued request ran: {other:?}"),
+        }
+        stopping.join().expect("join").expect("shutdown");
+        assert!(cell.load().topic("queued").is_none());
     }
 
     #[test]
