@@ -526,6 +526,12 @@ impl<P: PartitionOps> Controller<P> {
         let mut liveness = Vec::new();
         for (id, b) in self.state.brokers() {
             if *id == me {
+                // Leading is being heard: a leader fenced by its predecessor while it
+                // was unreachable (stopped, cut off) unfences itself, or nobody would.
+                if b.fenced && !b.shutting_down {
+                    tracing::info!(node = id, "unfencing this broker: it leads the quorum");
+                    liveness.push(MetadataRecord::UnfenceBroker { node_id: *id });
+                }
                 continue;
             }
             let ago = peers.heard.get(id).copied().flatten();
@@ -1757,6 +1763,70 @@ mod tests {
         for (c, cell) in members.values_mut() {
             wait_for_topic(c, cell, "u");
         }
+    }
+
+    #[test]
+    fn a_leader_fenced_by_its_predecessor_unfences_itself() {
+        use std::time::{Duration, Instant};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr");
+        let voters: crate::quorum::Voters = [(crate::quorum::journal::raft_id(0), port)]
+            .into_iter()
+            .collect();
+        let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
+            String::new(),
+            0,
+            "127.0.0.1:9092".parse().expect("addr"),
+        )));
+        let mut c = Controller::open_in_quorum(
+            &config(dir.path()),
+            Arc::clone(&cell),
+            FakeShards::new(1),
+            &QuorumMembership {
+                transport: crate::quorum::Transport::static_quorum(
+                    crate::quorum::journal::raft_id(0),
+                    voters,
+                    true,
+                ),
+                timing: crate::quorum::QuorumTiming {
+                    tick_ms: 20,
+                    election_ticks: 10,
+                    heartbeat_ticks: 2,
+                },
+            },
+        )
+        .expect("open in quorum");
+        let started = Instant::now();
+        while c.active_controller() != Some(0) {
+            assert!(started.elapsed() < Duration::from_secs(20), "never led");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // What the previous leader committed while this node was unreachable.
+        assert!(c.commit_own(vec![
+            MetadataRecord::RegisterBroker {
+                node_id: 0,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+            },
+            MetadataRecord::FenceBroker { node_id: 0 },
+        ]));
+        assert!(c.state.brokers()[&0].fenced);
+        c.maintain_cluster();
+        assert!(
+            !c.state.brokers()[&0].fenced,
+            "the leader is alive by leading"
+        );
+        // A broker in controlled shutdown stays as it is.
+        assert!(c.commit_own(vec![
+            MetadataRecord::ControlledShutdown { node_id: 0 },
+            MetadataRecord::FenceBroker { node_id: 0 },
+        ]));
+        c.maintain_cluster();
+        assert!(c.state.brokers()[&0].fenced);
     }
 
     #[test]
