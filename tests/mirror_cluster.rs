@@ -65,9 +65,13 @@ fn start(net: &Net, ids: &[usize], cluster_id: &str) -> Nodes {
     nodes
 }
 
-/// DescribeMirrors of `mirror` on every running node, merged: each broker reports the
-/// partitions it leads.
-fn describe_all(nodes: &Nodes, mirror: &str) -> BTreeMap<i32, DescribedMirrorPartition> {
+/// DescribeMirrors of `topic` in `mirror` on every running node, merged by partition:
+/// each broker reports the partitions it leads.
+fn describe_all(
+    nodes: &Nodes,
+    mirror: &str,
+    topic: &str,
+) -> BTreeMap<i32, DescribedMirrorPartition> {
     let mut out = BTreeMap::new();
     for n in nodes.iter().flatten() {
         let Some(_) = connect(&n.bootstrap()) else {
@@ -93,6 +97,9 @@ fn describe_all(nodes: &Nodes, mirror: &str) -> BTreeMap<i32, DescribedMirrorPar
                 _ => None,
             });
         for t in described.into_iter().flat_map(|d| d.topics) {
+            if t.name != topic {
+                continue;
+            }
             for p in t.partitions {
                 out.insert(p.partition, p);
             }
@@ -184,7 +191,7 @@ fn wait_mirrored(
 ) {
     let ends = log_ends_of(source, topic, partitions);
     until(Duration::from_secs(180), || {
-        let d = describe_all(destination, mirror);
+        let d = describe_all(destination, mirror, topic);
         let ok = ends.iter().all(|(p, end)| {
             d.get(p)
                 .is_some_and(|x| x.state == "MIRRORING" && x.destination_offset == *end)
@@ -270,7 +277,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
 
     // SIGKILL the destination leader of partition 0 as soon as it mirrors.
     until(Duration::from_secs(60), || {
-        let d = describe_all(&destination, "dr");
+        let d = describe_all(&destination, "dr", TOPIC);
         done(
             d.get(&0).is_some_and(|p| p.state == "MIRRORING"),
             states(&d),
@@ -302,7 +309,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     let cut_at = Instant::now();
     let mut failed_seen = None;
     while cut_at.elapsed() < Duration::from_secs(30) {
-        let d = describe_all(&destination, "dr");
+        let d = describe_all(&destination, "dr", TOPIC);
         if failed_seen.is_none() && d.values().any(|p| p.state == "FAILED") {
             eprintln!(
                 "[mirror-cluster] {:?} into the cut: {}",
@@ -319,7 +326,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     assert!(
         failed_seen.is_some(),
         "no partition went FAILED while the source was unreachable: {}",
-        states(&describe_all(&destination, "dr"))
+        states(&describe_all(&destination, "dr", TOPIC))
     );
     wait_brokers(&source, 3);
     wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
@@ -354,13 +361,67 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
         .find(|n| node_id(n) == victim)
         .expect("victim")
         .restart_kill9();
+    // Then, still under load, the destination leader of the same partition: its fetcher
+    // moves to a new leader, which must go on from exactly where the copy ends.
+    let victim = leader_of(&destination, TOPIC, 2);
+    eprintln!("[mirror-cluster] SIGKILL and restart of destination node {victim} under load");
+    destination
+        .iter_mut()
+        .flatten()
+        .find(|n| node_id(n) == victim)
+        .expect("victim")
+        .restart_kill9();
     let status = support::wait_child(&mut late, Duration::from_secs(180));
     assert!(
         status.is_some_and(|s| s.success()),
         "the load through a source broker's restart: {status:?}"
     );
     wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
-    wait_caught_up(&source, &destination, "after the cut and the source bounce");
+    wait_isr(node(&destination, DESTINATION[0]), TOPIC, PARTITIONS, 3);
+    wait_caught_up(&source, &destination, "after the cut and both bounces");
+    assert_all_replicas_identical(&source, &destination);
+
+    // Every source broker SIGKILLed: each partition goes FAILED and is retried with
+    // backoff, attempt after attempt; once the brokers are back (with more records),
+    // the mirror resumes on its own.
+    for n in source.iter_mut().flatten() {
+        n.kill9();
+    }
+    let down_at = Instant::now();
+    until(Duration::from_secs(90), || {
+        let d = describe_all(&destination, "dr", TOPIC);
+        done(
+            d.len() == PARTITIONS as usize
+                && d.values()
+                    .all(|p| p.state == "FAILED" && p.retry_attempt >= 3),
+            format!(
+                "{} (retry attempts {:?})",
+                states(&d),
+                d.values().map(|p| p.retry_attempt).collect::<Vec<_>>()
+            ),
+        )
+    });
+    eprintln!(
+        "[mirror-cluster] {:?} after the source died: every partition FAILED, retried 3 times",
+        down_at.elapsed()
+    );
+    thread::scope(|s| {
+        for n in source.iter_mut().flatten() {
+            s.spawn(move || n.restart_after_stop());
+        }
+    });
+    wait_brokers(&source, 3);
+    wait_isr(node(&source, 0), TOPIC, PARTITIONS, 3);
+    let out = load(&py, &source, &["--count", "5000", "--prefix", "back"]);
+    assert_eq!(summary_field(&out, "acked"), 5000);
+    wait_caught_up(&source, &destination, "after the whole source came back");
+    until(Duration::from_secs(30), || {
+        let d = describe_all(&destination, "dr", TOPIC);
+        done(
+            d.values().all(|p| p.retry_attempt <= 0),
+            format!("a healthy fetcher clears the retry count: {d:?}"),
+        )
+    });
     assert_all_replicas_identical(&source, &destination);
     let before = log_ends(&destination);
 
@@ -375,7 +436,7 @@ fn mirroring_between_three_node_clusters_survives_broker_loss_a_cut_link_and_fai
     destination[slot].as_mut().expect("running").kill9();
     eprintln!("[mirror-cluster] SIGKILL of destination node {victim} during STOPPING");
     until(Duration::from_secs(60), || {
-        let d = describe_all(&destination, "dr");
+        let d = describe_all(&destination, "dr", TOPIC);
         done(
             d.len() == PARTITIONS as usize && d.values().all(|p| p.state == "STOPPED"),
             states(&d),
@@ -539,7 +600,7 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     let r = remove_topics(&dest_any, "dr", &[LEDGER]);
     assert_eq!(r.error_code, 0, "remove: {r:?}");
     until(Duration::from_secs(60), || {
-        let d = describe_all(&destination, "dr");
+        let d = describe_all(&destination, "dr", LEDGER);
         done(
             d.len() == PARTS as usize && d.values().all(|p| p.state == "STOPPED"),
             states(&d),
@@ -652,7 +713,7 @@ fn a_pending_transaction_at_failover_and_a_failback_between_three_node_clusters(
     );
     // Exactly the old source's own post-failover records were discarded: the open
     // transaction's 30 and the 300 of its tail.
-    let d = describe_all(&source, "back");
+    let d = describe_all(&source, "back", LEDGER);
     let discarded: i64 = d.values().map(|p| p.truncated_records.max(0)).sum();
     assert_eq!(
         discarded,
@@ -683,7 +744,6 @@ fn end_of(nodes: &Nodes, topic: &str) -> i64 {
 /// when it comes back). Afterwards every destination replica of both topics holds the
 /// bytes of the source's new leader.
 #[test]
-#[ignore = "finds a source-side bug not fixed yet: after the ISR of ule-isr shrinks to node 1, a record acked with acks=all is served once (log end 2) and then no longer (every Fetch at node 1 answers high watermark 1), so the mirror never sees it; see the issue 18 note"]
 fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean_leader_election() {
     let test = "a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean_leader_election";
     if skip_if(support::kafka::missing_kafka(), test)
@@ -756,21 +816,8 @@ fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean
             )
         });
         if let Err(e) = waited {
-            eprintln!("describe: {:?}", describe_all(&destination, "ule"));
-            for n in destination.iter().chain(source.iter()).flatten() {
-                let tail = n.log_tail(3000);
-                let lines: Vec<&str> = tail
-                    .lines()
-                    .filter(|l| {
-                        (l.contains("ule") || l.contains("WARN")) && !l.contains("replica:")
-                    })
-                    .collect();
-                eprintln!(
-                    "=== node {}\n{}",
-                    node_id(n),
-                    lines[lines.len().saturating_sub(40)..].join("\n")
-                );
-            }
+            eprintln!("describe: {:?}", describe_all(&destination, "ule", topic));
+            print_logs(&destination, &source, topic);
             std::panic::resume_unwind(e);
         }
         wait_isr(node(&destination, DESTINATION[0]), topic, 1, 3);
@@ -822,11 +869,11 @@ fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean
     );
     let held = Instant::now();
     while held.elapsed() < Duration::from_secs(5) {
-        let end = end_of(&destination, ALL);
-        assert!(
-            end <= 1,
-            "{ALL} copied past the cut with replica {away} away: end {end}"
-        );
+        let values = values_at_leader(&destination, ALL);
+        if values.contains(&b"c".to_vec()) {
+            print_logs(&destination, &source, "ule-");
+            panic!("{ALL} copied past the cut with replica {away} away: {values:?}");
+        }
         thread::sleep(Duration::from_millis(250));
     }
     destination[away_slot]
@@ -850,23 +897,45 @@ fn a_source_unclean_election_is_followed_with_and_without_mirror_support_unclean
             expected == copy,
             "{topic}: destination differs from the source's new leader"
         );
-        let values: Vec<Vec<u8>> = read_at_leader(&destination, topic, 0)
-            .iter()
-            .flat_map(|b| dataplane::wire::records::batch_records(b).unwrap_or_default())
-            .filter_map(|r| r.value.map(|v| v.to_vec()))
-            .collect();
         assert_eq!(
-            values,
+            values_at_leader(&destination, topic),
             vec![b"a".to_vec(), b"c".to_vec()],
             "{topic} on the destination"
         );
     }
-    let d = describe_all(&destination, "ule");
-    assert!(
-        d.values().all(|p| p.state == "MIRRORING"),
-        "after the election: {}",
-        states(&d)
-    );
+    for topic in [ALL, ISR] {
+        let d = describe_all(&destination, "ule", topic);
+        assert!(
+            d.len() == 1 && d.values().all(|p| p.state == "MIRRORING"),
+            "{topic} after the election: {}",
+            states(&d)
+        );
+    }
+}
+
+/// For a failure: each node's log lines about `topic`, and its warnings.
+fn print_logs(destination: &Nodes, source: &Nodes, topic: &str) {
+    for n in destination.iter().chain(source.iter()).flatten() {
+        let tail = n.log_tail(3000);
+        let lines: Vec<&str> = tail
+            .lines()
+            .filter(|l| (l.contains(topic) || l.contains("WARN")) && !l.contains("replica:"))
+            .collect();
+        eprintln!(
+            "=== node {}\n{}",
+            node_id(n),
+            lines[lines.len().saturating_sub(120)..].join("\n")
+        );
+    }
+}
+
+/// The record values of `topic`-0 as its leader in `nodes` serves them.
+fn values_at_leader(nodes: &Nodes, topic: &str) -> Vec<Vec<u8>> {
+    read_at_leader(nodes, topic, 0)
+        .iter()
+        .flat_map(|b| dataplane::wire::records::batch_records(b).unwrap_or_default())
+        .filter_map(|r| r.value.map(|v| v.to_vec()))
+        .collect()
 }
 
 /// The leader of `topic`-0 as `n` sees it, -1 for none.

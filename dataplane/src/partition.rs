@@ -171,6 +171,7 @@ impl Partition {
             return false;
         }
         let new_epoch = next.leader_epoch != old.leader_epoch;
+        tracing::debug!(tp = %self.tp, ?old, ?next, "leadership changed");
         *self.leadership.borrow_mut() = next;
         *self.isr_change_asked.borrow_mut() = None;
         if new_epoch {
@@ -427,6 +428,7 @@ impl Drop for PartitionWriter<'_> {
         if target != current.0 {
             self.guard
                 .update_high_watermark(crate::types::Offset(target));
+            tracing::trace!(tp = %self.partition.tp, from = current.0, to = target, end = end.0, "high watermark moved");
         }
         // A truncation may have lowered the high watermark itself: compare with what
         // the writer started from.

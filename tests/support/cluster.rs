@@ -338,6 +338,11 @@ pub fn kcat_one(bootstrap: &str, topic: &str, value: &str) {
         Duration::from_secs(30),
     );
     assert!(out.success(), "{}", out.describe());
+    eprintln!(
+        "[kcat] {topic} <- {value} in {:?}: {}",
+        out.elapsed,
+        out.stderr.trim()
+    );
 }
 
 /// `topic`, one partition on the replicas `assignment` (Kafka's `1:2` form), with

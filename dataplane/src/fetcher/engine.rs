@@ -53,6 +53,8 @@ pub struct PartitionFetchState {
     /// The log was cut where the source diverged: nothing is fetched until the
     /// replicas have converged on the cut (reference §10.3).
     pub(crate) converging: Option<super::Convergence>,
+    /// When a held partition last logged why it is still held (ms).
+    pub(crate) converging_reported_ms: Option<i64>,
 }
 
 impl PartitionFetchState {
@@ -77,6 +79,7 @@ impl PartitionFetchState {
             out_of_range_checked_at: None,
             bump_requested: None,
             converging: None,
+            converging_reported_ms: None,
         }
     }
 
@@ -514,8 +517,8 @@ pub enum FetchError {
     /// the FAILED retry with backoff brings it back once the source is reachable).
     #[error("the source cluster is unreachable: {0}")]
     SourceUnreachable(String),
-    /// After a cut where the source diverged, the replicas did not converge in time
-    /// (with `mirror.support.unclean.leader.election`: not every replica is in sync).
+    /// Held after a cut where the source diverged, the partition could not be checked
+    /// any more (this broker stopped leading it). Not converging in time only holds it.
     #[error("{0}")]
     NotConverged(String),
 }

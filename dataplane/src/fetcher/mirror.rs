@@ -395,10 +395,16 @@ impl MirrorFetcher {
                         }
                     }
                 }
+                // Asked again after the divergence check: a partition it cut waits for
+                // its replicas (the gate), one it failed on backs off.
+                let now = Instant::now();
                 let fetching: Vec<TopicPartition> = parts
                     .into_iter()
                     .map(|(tp, _)| tp)
-                    .filter(|tp| self.with_state(tp, |s| !s.truncating).unwrap_or(false))
+                    .filter(|tp| {
+                        self.with_state(tp, |s| !s.truncating && s.is_ready(now))
+                            .unwrap_or(false)
+                    })
                     .collect();
                 if fetching.is_empty() {
                     continue;
@@ -707,13 +713,32 @@ impl MirrorFetcher {
             .iter()
             .filter_map(|(tp, s)| s.converging.map(|c| (tp.clone(), c)))
             .collect();
+        let now = now_ms();
         for (tp, c) in waiting {
-            match super::check_converged(ctx, &tp, c, now_ms()) {
-                Ok(false) => {}
-                Ok(true) => {
+            match super::convergence_lacks(ctx, &tp, c) {
+                Ok(None) => {
                     tracing::info!(mirror = %self.config.mirror, %tp, "replicas converged on the divergence cut: mirroring on");
-                    self.with_state(&tp, |s| s.converging = None);
+                    self.with_state(&tp, |s| {
+                        s.converging = None;
+                        s.converging_reported_ms = None;
+                        s.status.last_error = None;
+                    });
                 }
+                // Overdue, the partition stays held (reference §4.5, ULE_RECOVERY: it
+                // waits for its replicas however long they take; a FAILED retry would
+                // resume without the gate), and says why in DescribeMirrors and, every
+                // CONVERGENCE_TIMEOUT, in the log.
+                Ok(Some(why)) if c.overdue(now) => {
+                    self.with_state(&tp, |s| {
+                    let every = super::CONVERGENCE_TIMEOUT.as_millis() as i64;
+                    if s.converging_reported_ms.is_none_or(|at| now - at >= every) {
+                        tracing::warn!(mirror = %self.config.mirror, %tp, reason = %why, "mirror partition held: its replicas have not converged on the divergence cut");
+                        s.converging_reported_ms = Some(now);
+                    }
+                    s.status.last_error = Some(why);
+                    });
+                }
+                Ok(Some(_)) => {}
                 Err(e) => self.fail(ctx, &tp, FetchError::NotConverged(e)),
             }
         }

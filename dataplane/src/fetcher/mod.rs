@@ -271,6 +271,11 @@ pub async fn prepare_partition(
 }
 
 impl Convergence {
+    /// Whether the replicas have had [`CONVERGENCE_TIMEOUT`] to converge by `now_ms`.
+    pub(crate) fn overdue(&self, now_ms: i64) -> bool {
+        now_ms - self.since_ms >= CONVERGENCE_TIMEOUT.as_millis() as i64
+    }
+
     /// What the replicas of `tp` must reach after its leader log was cut at `cut_at_ms`
     /// (the caller holds the log's lock, so its end is the cut's).
     pub(crate) fn after_cut(
@@ -305,24 +310,39 @@ pub(crate) fn check_converged(
     c: Convergence,
     now_ms: i64,
 ) -> StepResult<bool> {
-    let partition = owned(ctx, tp)?;
-    let leadership = partition.leadership();
-    match not_converged(&leadership, &partition.followers(), leadership.leader, c) {
+    match convergence_lacks(ctx, tp, c)? {
         None => Ok(true),
-        Some(why) if now_ms - c.since_ms >= CONVERGENCE_TIMEOUT.as_millis() as i64 => Err(format!(
-            "the replicas of {tp} did not converge on the cut at {}: {why}",
-            c.leader_end
-        )),
+        Some(why) if c.overdue(now_ms) => Err(why),
         Some(_) => Ok(false),
     }
+}
+
+/// What the replicas of `tp` still lack to reach `c` (`None`: nothing), or why this
+/// broker cannot tell (it no longer leads the partition).
+pub(crate) fn convergence_lacks(
+    ctx: &ShardCtx,
+    tp: &TopicPartition,
+    c: Convergence,
+) -> StepResult<Option<String>> {
+    let partition = owned(ctx, tp)?;
+    let leadership = partition.leadership();
+    Ok(
+        not_converged(&leadership, &partition.followers(), leadership.leader, c).map(|why| {
+            format!(
+                "the replicas of {tp} did not converge on the cut at {}: {why}",
+                c.leader_end
+            )
+        }),
+    )
 }
 
 /// The topic config that makes PREPARING wait for every assigned replica, not only the
 /// ISR (reference §3.5, §10.3).
 pub const SUPPORT_UNCLEAN_ELECTION_CONFIG: &str = "mirror.support.unclean.leader.election";
 
-/// How long PREPARING waits for the replicas to converge (then it fails, retryable).
-const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long PREPARING waits for the replicas to converge (then it fails, retryable); a
+/// mirror fetcher held on a divergence cut says why after this long, and keeps waiting.
+pub(crate) const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What PREPARING's second phase waits for (reference §4.5, "two-phase convergence"),
 /// and what the mirror fetcher waits for after cutting its log mid-copy.

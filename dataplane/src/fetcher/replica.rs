@@ -551,8 +551,28 @@ impl ReplicaFetcher {
                 Err(e) => Outcome::Retry(e.to_string()),
             };
         }
+        // Kafka's `handleOutOfRangeError`: the leader's log ends before this follower's
+        // (it was cut with no epoch left to answer a divergence check by, a mirror's
+        // PREPARING on an empty epoch cache): cut back to what the leader has committed
+        // and fetch the rest from it.
+        if let Some(target) =
+            out_of_range_cut(fetch_offset, p.high_watermark, log.log_start_offset().0)
+        {
+            tracing::warn!(%tp, leader = self.leader, from = fetch_offset, to = target, "the leader's log ends before this follower's: truncating to its high watermark");
+            return match log.cut_to(Offset(target)).await {
+                Ok(()) => Outcome::Fine,
+                Err(e) => Outcome::Retry(format!("truncation failed: {e}")),
+            };
+        }
         Outcome::Retry("offset out of range".into())
     }
+}
+
+/// Where a follower whose Fetch from `fetch_offset` was out of range cuts its log:
+/// back to the leader's high watermark `leader_hw` (never before its own log start)
+/// when the leader's log ends before this follower's; `None` otherwise.
+fn out_of_range_cut(fetch_offset: i64, leader_hw: i64, log_start: i64) -> Option<i64> {
+    (leader_hw >= 0 && leader_hw < fetch_offset).then_some(leader_hw.max(log_start))
 }
 
 fn error_name(code: i16) -> String {
@@ -625,5 +645,23 @@ pub async fn maintain_isr(ctx: Rc<ShardCtx>) {
                 ask_isr_change(&ctx, p.topic_partition(), change);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::out_of_range_cut;
+
+    #[test]
+    fn a_follower_ahead_of_its_leader_cuts_back_to_the_leaders_high_watermark() {
+        // The leader was cut to 0 with no epoch left: the follower at 2 starts over.
+        assert_eq!(out_of_range_cut(2, 0, 0), Some(0));
+        assert_eq!(out_of_range_cut(10, 7, 0), Some(7));
+        // Never before its own log start.
+        assert_eq!(out_of_range_cut(10, 3, 5), Some(5));
+        // Behind the leader, or no high watermark in the answer: nothing to cut.
+        assert_eq!(out_of_range_cut(4, 7, 0), None);
+        assert_eq!(out_of_range_cut(7, 7, 0), None);
+        assert_eq!(out_of_range_cut(4, -1, 0), None);
     }
 }

@@ -413,6 +413,9 @@ impl LeaderDirectory for SourceDir {
 
 struct SourceConn {
     log: Rc<std::cell::RefCell<SourceLog>>,
+    /// Answer the next Fetch NOT_LEADER_OR_FOLLOWER (a source leader change: the
+    /// fetcher refreshes the metadata and checks divergence with OffsetsForLeaderEpoch).
+    moved: Rc<std::cell::Cell<bool>>,
 }
 
 impl SourceConn {
@@ -441,10 +444,19 @@ impl LeaderEndpoint for SourceConn {
         glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
         let leader = self.leader();
         let log = self.log.borrow();
+        let moved = self.moved.take();
         let mut topics = Vec::new();
         for t in &request.topics {
             let mut partitions = Vec::new();
             for p in &t.partitions {
+                if moved {
+                    partitions.push(
+                        PartitionData::default()
+                            .with_partition_index(p.partition)
+                            .with_error_code(ResponseError::NotLeaderOrFollower.code()),
+                    );
+                    continue;
+                }
                 let mut data = PartitionData::default()
                     .with_partition_index(p.partition)
                     .with_high_watermark(leader.log_end)
@@ -536,12 +548,14 @@ fn the_fetch_loop_copies_then_follows_a_source_that_rewrote_its_tail() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = shard_with(dir.path(), &[]).await;
         let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
+        let moved = Rc::new(std::cell::Cell::new(false));
         source.borrow_mut().push(0, 0, 10);
         source.borrow_mut().push(10, 0, 10);
         let f = Rc::new(fetcher());
         let directory = SourceDir {
             conn: SourceConn {
                 log: Rc::clone(&source),
+                moved: Rc::clone(&moved),
             },
         };
         let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(&ctx), directory));
@@ -564,6 +578,66 @@ fn the_fetch_loop_copies_then_follows_a_source_that_rewrote_its_tail() {
             .with_state(&tp(), |s| s.status.truncated_records)
             .expect("partition");
         assert_eq!(cut, 10, "the lost batch was cut");
+        f.shutdown();
+        task.await;
+    });
+}
+
+#[test]
+fn nothing_is_copied_past_a_divergence_cut_until_the_replicas_converge_on_it() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = shard_with(dir.path(), &[]).await;
+        // A follower (node 1) in the ISR: a cut must wait until it has fetched from
+        // no further than the cut.
+        let partition = ctx.partition(&tp()).expect("open");
+        assert!(partition.set_leadership(
+            crate::partition::Leadership {
+                leader: 0,
+                leader_epoch: LeaderEpoch(0),
+                partition_epoch: 1,
+                replicas: vec![0, 1],
+                isr: vec![0, 1],
+            },
+            crate::shard::now_ms(),
+        ));
+        let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
+        let moved = Rc::new(std::cell::Cell::new(false));
+        source.borrow_mut().push(0, 0, 10);
+        source.borrow_mut().push(10, 0, 10);
+        let f = Rc::new(fetcher());
+        let directory = SourceDir {
+            conn: SourceConn {
+                log: Rc::clone(&source),
+                moved: Rc::clone(&moved),
+            },
+        };
+        let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(&ctx), directory));
+        until_local_end(&ctx, 20).await;
+        // The follower holds everything so far.
+        let now = crate::shard::now_ms();
+        partition.on_follower_fetch(1, 20, 20, 0, now);
+        {
+            let mut log = source.borrow_mut();
+            log.batches.pop();
+            log.push(10, 2, 15);
+        }
+        moved.set(true);
+        // Cut at 10 (the leader change is checked with OffsetsForLeaderEpoch), then held:
+        // the round that cut must not fetch the new tail either.
+        until_local_end(&ctx, 10).await;
+        for _ in 0..30 {
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            assert_eq!(log_range(&ctx).await.1, 10, "copied past the cut");
+        }
+        assert!(f
+            .with_state(&tp(), |s| s.converging.is_some())
+            .expect("partition"));
+        // The follower fetches from the cut: the copy goes on.
+        partition.on_follower_fetch(1, 10, 10, 0, crate::shard::now_ms());
+        until_local_end(&ctx, 25).await;
+        let expected = source.borrow().batches.clone();
+        assert_eq!(local_batches(&ctx).await, expected);
         f.shutdown();
         task.await;
     });
