@@ -230,11 +230,8 @@ def consume_kp(a):
                 def on_partitions_assigned(self, assigned):
                     rebalances[name].append(("assign", sorted(tp.partition for tp in assigned)))
 
-            c.subscribe([a.topic], listener=Listener())
-            while not stop_on.is_set() and not errors:
-                # Until the expected members hold partitions, take one record at a
-                # time, so that a slow joiner still gets its share (see the main loop).
-                batches = c.poll(timeout_ms=50, max_records=500 if gate.is_set() else 1)
+            def take(batches):
+                # Counts a poll's records and commits them; False on a duplicate.
                 n = 0
                 keys = []
                 with lock:
@@ -249,7 +246,7 @@ def consume_kp(a):
                             if key in seen:
                                 errors.append("%s: record %s consumed twice (first by %s)"
                                               % (name, key, seen[key]))
-                                return
+                                return False
                             seen[key] = name
                             n += 1
                 per_member[name] += n
@@ -259,7 +256,26 @@ def consume_kp(a):
                     except (RebalanceInProgressError, CommitFailedError):
                         with lock:
                             uncommitted.update(keys)
-            c.commit()
+                return True
+
+            c.subscribe([a.topic], listener=Listener())
+            while not stop_on.is_set() and not errors:
+                # Until the expected members hold partitions, take one record at a
+                # time, so that a slow joiner still gets its share (see the main loop).
+                if not take(c.poll(timeout_ms=50, max_records=500 if gate.is_set() else 1)):
+                    return
+            # The last commit may meet a rebalance (another member leaving): poll it
+            # through, taking whatever it re-delivers, until a commit holds.
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    c.commit()
+                    break
+                except (RebalanceInProgressError, CommitFailedError):
+                    if time.monotonic() > deadline:
+                        raise
+                    if not take(c.poll(timeout_ms=100, max_records=500)):
+                        return
             c.close(autocommit=False)
         except Exception as e:  # noqa: BLE001 - reported by the main thread
             errors.append("%s: %r" % (name, e))
