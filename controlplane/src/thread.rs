@@ -279,17 +279,7 @@ mod tests {
     #[test]
     fn requests_are_answered_and_shutdown_closes_the_queue() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let config = ControllerConfig {
-            data_dir: dir.path().to_path_buf(),
-            node_id: 0,
-            advertised: "127.0.0.1:9092".parse().expect("addr"),
-            default_log_config: LogConfig::default(),
-            num_partitions: 1,
-            queue_max: 4,
-            mirror_state_partitions: 3,
-            quorum: None,
-            cluster: Default::default(),
-        };
+        let config = config(dir.path());
         let cell = Arc::new(MetadataCell::new(MetadataImage::empty(
             String::new(),
             0,

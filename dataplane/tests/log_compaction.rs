@@ -279,6 +279,23 @@ async fn read_back(
         .collect()
 }
 
+/// Applies `ops` to a fresh log and its model, checking the log against the model
+/// after each.
+fn replay(ops: Vec<Op>) {
+    run(move || async move {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut model = Model {
+            now: 10_000,
+            ..Model::default()
+        };
+        let mut p = open(dir.path(), model.now).await;
+        for (i, op) in ops.iter().enumerate() {
+            p = apply(dir.path(), p, &mut model, op).await;
+            check(&p, &model, &format!("step {i} {op:?}")).await;
+        }
+    });
+}
+
 async fn check(p: &Partition, model: &Model, step: &str) {
     let batches = read_back(p).await;
     let log = p.read().await.expect("reader");
@@ -352,15 +369,7 @@ proptest! {
 
     #[test]
     fn the_cleaned_log_reads_as_the_same_table(ops in prop::collection::vec(op(), 1..40)) {
-        run(move || async move {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let mut model = Model { now: 10_000, ..Model::default() };
-            let mut p = open(dir.path(), model.now).await;
-            for (i, op) in ops.iter().enumerate() {
-                p = apply(dir.path(), p, &mut model, op).await;
-                check(&p, &model, &format!("step {i} {op:?}")).await;
-            }
-        });
+        replay(ops);
     }
 }
 
@@ -395,18 +404,7 @@ fn a_tombstone_outlives_the_records_it_deletes() {
         put(&[(4, None)], Some(false)),
         clean(1000),
     ];
-    run(move || async move {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut model = Model {
-            now: 10_000,
-            ..Model::default()
-        };
-        let mut p = open(dir.path(), model.now).await;
-        for (i, op) in ops.iter().enumerate() {
-            p = apply(dir.path(), p, &mut model, op).await;
-            check(&p, &model, &format!("step {i} {op:?}")).await;
-        }
-    });
+    replay(ops);
 }
 
 /// A case proptest found on CI (Dec 2026): a clean whose offset map filled before a
@@ -440,18 +438,7 @@ fn a_tombstone_gets_its_delete_horizon_only_from_a_clean_whose_map_holds_it() {
             crash: None,
         },
     ];
-    run(move || async move {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut model = Model {
-            now: 10_000,
-            ..Model::default()
-        };
-        let mut p = open(dir.path(), model.now).await;
-        for (i, op) in ops.iter().enumerate() {
-            p = apply(dir.path(), p, &mut model, op).await;
-            check(&p, &model, &format!("step {i} {op:?}")).await;
-        }
-    });
+    replay(ops);
 }
 
 /// A log of `segments` rolled segments of one batch each (keys 0..3), written at `at`.

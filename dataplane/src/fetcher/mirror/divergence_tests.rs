@@ -542,24 +542,41 @@ async fn until_local_end(ctx: &ShardCtx, end: i64) {
     panic!("local log end {:?}, wanted {end}", log_range(ctx).await);
 }
 
+type SharedSource = Rc<std::cell::RefCell<SourceLog>>;
+
+/// A source t-0 of two 10-record batches at epoch 0 and the fetch loop copying it into
+/// `ctx`, returned once the copy ends at 20: (the source, its "leader moved" switch,
+/// the fetcher, the loop's task).
+async fn copying_twenty(
+    ctx: &Rc<ShardCtx>,
+) -> (
+    SharedSource,
+    Rc<std::cell::Cell<bool>>,
+    Rc<MirrorFetcher>,
+    glommio::Task<()>,
+) {
+    let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
+    let moved = Rc::new(std::cell::Cell::new(false));
+    source.borrow_mut().push(0, 0, 10);
+    source.borrow_mut().push(10, 0, 10);
+    let f = Rc::new(fetcher());
+    let directory = SourceDir {
+        conn: SourceConn {
+            log: Rc::clone(&source),
+            moved: Rc::clone(&moved),
+        },
+    };
+    let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(ctx), directory));
+    until_local_end(ctx, 20).await;
+    (source, moved, f, task)
+}
+
 #[test]
 fn the_fetch_loop_copies_then_follows_a_source_that_rewrote_its_tail() {
     run(|| async {
         let dir = tempfile::tempdir().expect("tempdir");
         let ctx = shard_with(dir.path(), &[]).await;
-        let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
-        let moved = Rc::new(std::cell::Cell::new(false));
-        source.borrow_mut().push(0, 0, 10);
-        source.borrow_mut().push(10, 0, 10);
-        let f = Rc::new(fetcher());
-        let directory = SourceDir {
-            conn: SourceConn {
-                log: Rc::clone(&source),
-                moved: Rc::clone(&moved),
-            },
-        };
-        let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(&ctx), directory));
-        until_local_end(&ctx, 20).await;
+        let (source, _, f, task) = copying_twenty(&ctx).await;
         // The source loses its tail (an unclean election) and writes on at epoch 2; the
         // copy already holds the lost batch. Only the epochs tell.
         {
@@ -601,19 +618,7 @@ fn nothing_is_copied_past_a_divergence_cut_until_the_replicas_converge_on_it() {
             },
             crate::shard::now_ms(),
         ));
-        let source = Rc::new(std::cell::RefCell::new(SourceLog::default()));
-        let moved = Rc::new(std::cell::Cell::new(false));
-        source.borrow_mut().push(0, 0, 10);
-        source.borrow_mut().push(10, 0, 10);
-        let f = Rc::new(fetcher());
-        let directory = SourceDir {
-            conn: SourceConn {
-                log: Rc::clone(&source),
-                moved: Rc::clone(&moved),
-            },
-        };
-        let task = glommio::spawn_local(Rc::clone(&f).run_with(Rc::clone(&ctx), directory));
-        until_local_end(&ctx, 20).await;
+        let (source, moved, f, task) = copying_twenty(&ctx).await;
         // The follower holds everything so far.
         let now = crate::shard::now_ms();
         partition.on_follower_fetch(1, 20, 20, 0, now);
