@@ -84,6 +84,9 @@ pub struct BrokerConfig {
     pub node_id: i32,
     /// `listeners`: where the Kafka listener binds. One PLAINTEXT listener.
     pub listen: SocketAddr,
+    /// The client listener's SASL (`SASL_PLAINTEXT://` in `listeners`, with
+    /// `sasl.enabled.mechanisms` and the listener's JAAS config); `None`: PLAINTEXT.
+    pub sasl: Option<dataplane::net::sasl::SaslConfig>,
     /// `advertised.listeners`: the address put in Metadata responses; `None` means
     /// `listen`.
     pub advertised_listen: Option<SocketAddr>,
@@ -222,6 +225,7 @@ impl Default for BrokerConfig {
             file_keys: BTreeMap::new(),
             node_id: 0,
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
+            sasl: None,
             advertised_listen: None,
             metrics_listen: None,
             data_dir: PathBuf::from("./data"),
@@ -270,6 +274,8 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "node.id",
     "listeners",
     "advertised.listeners",
+    "sasl.enabled.mechanisms",
+    PLAIN_JAAS_CONFIG,
     "metrics.listen",
     "log.dirs",
     "log.dir",
@@ -428,7 +434,11 @@ impl BrokerConfig {
             let (client, controller) =
                 split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
             if let Some(client) = client {
-                self.listen = parse_listener(k, &client)?;
+                let (sasl, addr) = strip_sasl_scheme(&client);
+                self.listen = parse_listener(k, addr)?;
+                if sasl {
+                    self.sasl = Some(sasl_config(&get)?);
+                }
             }
             if let Some(controller) = controller {
                 self.controller_listen = Some(parse_listener(k, &controller)?);
@@ -451,7 +461,8 @@ impl BrokerConfig {
         if let Some((k, v)) = get("advertised.listeners") {
             let (client, _) =
                 split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
-            let addr = parse_listener(k, &client.unwrap_or_default())?;
+            let client = client.unwrap_or_default();
+            let addr = parse_listener(k, strip_sasl_scheme(&client).1)?;
             if addr.ip().is_unspecified() || addr.port() == 0 {
                 return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
             }
@@ -784,6 +795,18 @@ impl BrokerConfig {
                 .map(|v| Scalar::from_toml(v).shown())
                 .unwrap_or_default()
         };
+        if self.sasl.is_some()
+            && (self.quorum_voters.len() > 1 || !self.quorum_bootstrap.is_empty())
+        {
+            // Replication and the coordinators reach the other brokers on the client
+            // listener, as clients without credentials: not until an inter-broker
+            // listener exists.
+            return Err(ConfigError::BadValue {
+                key: "listeners".to_owned(),
+                value: shown("listeners"),
+                expected: "a PLAINTEXT listener on a multi-node cluster (SASL_PLAINTEXT is single-node for now)",
+            });
+        }
         if !self.quorum_bootstrap.is_empty() {
             if !self.quorum_voters.is_empty() {
                 return Err(ConfigError::BadValue {
@@ -1145,6 +1168,72 @@ fn split_listeners(
         }
     }
     Ok((client, controller))
+}
+
+/// The JAAS config of PLAIN on the SASL_PLAINTEXT listener (Kafka's per-listener,
+/// per-mechanism name), whose `user_<name>="<password>"` options are the users.
+pub const PLAIN_JAAS_CONFIG: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
+
+const SASL_MECHANISMS_EXPECTED: &str =
+    "mechanisms Twinlog implements, comma-separated (PLAIN), for a SASL_PLAINTEXT listener";
+const JAAS_EXPECTED: &str = "a PlainLoginModule JAAS config with at least one user_<name>=\"<password>\" (the SASL_PLAINTEXT listener enables PLAIN)";
+
+/// Whether a listener entry names SASL_PLAINTEXT, and the entry without that scheme.
+fn strip_sasl_scheme(entry: &str) -> (bool, &str) {
+    match entry.trim().split_once("://") {
+        Some((name, rest)) if name.eq_ignore_ascii_case("SASL_PLAINTEXT") => (true, rest),
+        _ => (false, entry),
+    }
+}
+
+/// The SASL of a SASL_PLAINTEXT listener: `sasl.enabled.mechanisms` (Kafka's default,
+/// GSSAPI, is not implemented, so it must be set) and PLAIN's users.
+fn sasl_config<'a>(
+    get: &impl Fn(&str) -> Option<(&'a str, Scalar<'a>)>,
+) -> Result<dataplane::net::sasl::SaslConfig, ConfigError> {
+    use dataplane::net::sasl::{jaas_plain_users, SaslConfig, SUPPORTED_MECHANISMS};
+    let key = "sasl.enabled.mechanisms";
+    let Some((k, v)) = get(key) else {
+        return Err(ConfigError::BadValue {
+            key: key.to_owned(),
+            value: String::new(),
+            expected: SASL_MECHANISMS_EXPECTED,
+        });
+    };
+    let mechanisms: Vec<String> = v
+        .string(k, SASL_MECHANISMS_EXPECTED)?
+        .split(',')
+        .map(|m| m.trim().to_ascii_uppercase())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if mechanisms.is_empty()
+        || mechanisms
+            .iter()
+            .any(|m| !SUPPORTED_MECHANISMS.contains(&m.as_str()))
+    {
+        return Err(bad_value(k, &v, SASL_MECHANISMS_EXPECTED));
+    }
+    let Some((k, v)) = get(PLAIN_JAAS_CONFIG) else {
+        return Err(ConfigError::BadValue {
+            key: PLAIN_JAAS_CONFIG.to_owned(),
+            value: String::new(),
+            expected: JAAS_EXPECTED,
+        });
+    };
+    // The value is a secret: an error shows only that it is there.
+    let hidden = || ConfigError::BadValue {
+        key: PLAIN_JAAS_CONFIG.to_owned(),
+        value: "[hidden]".to_owned(),
+        expected: JAAS_EXPECTED,
+    };
+    let plain_users = jaas_plain_users(&v.string(k, JAAS_EXPECTED).map_err(|_| hidden())?)
+        .ok()
+        .filter(|u| !u.is_empty())
+        .ok_or_else(hidden)?;
+    Ok(SaslConfig {
+        mechanisms,
+        plain_users,
+    })
 }
 
 fn parse_listener(key: &str, raw: &str) -> Result<SocketAddr, ConfigError> {

@@ -242,13 +242,22 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         ),
         static_configs: {
             let mut c = config.file_keys.clone();
-            c.insert("listeners".into(), format!("PLAINTEXT://{}", config.listen));
+            let protocol = if config.sasl.is_some() {
+                "SASL_PLAINTEXT"
+            } else {
+                "PLAINTEXT"
+            };
+            c.insert(
+                "listeners".into(),
+                format!("{protocol}://{}", config.listen),
+            );
             c.insert(
                 "advertised.listeners".into(),
-                format!("PLAINTEXT://{}", config.advertised()),
+                format!("{protocol}://{}", config.advertised()),
             );
             c
         },
+        sasl: config.sasl.clone().map(Arc::new),
     });
     // The group coordinators follow the partition count `__consumer_offsets` already has.
     let offsets_partitions = metadata

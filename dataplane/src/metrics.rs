@@ -317,6 +317,7 @@ fn outcome_of(e: &ConnectionError) -> &'static str {
         ConnectionError::FrameTooLarge { .. } => "frame_too_large",
         ConnectionError::ShortFrame(_) => "short_frame",
         ConnectionError::UnknownApiKey(_) => "unknown_api_key",
+        ConnectionError::Unauthenticated(_) => "unauthenticated",
         ConnectionError::UnsupportedVersion { .. }
         | ConnectionError::UnsupportedMirrorVersion { .. } => "unsupported_version",
         ConnectionError::Decode { .. } | ConnectionError::MirrorDecode { .. } => "decode_error",

@@ -339,7 +339,8 @@ impl Broker {
         );
     }
 
-    /// Whether this node has the broker role (a controller-only node serves no client).
+    /// Whether this node answers a client without credentials (a controller-only node
+    /// serves no client; a SASL listener only clients that authenticate).
     fn serves_clients(&self) -> bool {
         let config = self
             .config
@@ -347,6 +348,7 @@ impl Broker {
             .and_then(|c| fs::read_to_string(c).ok())
             .unwrap_or_default();
         !config.contains("\"process.roles\" = \"controller\"")
+            && !config.contains("SASL_PLAINTEXT://")
     }
 
     /// Replaces the TOML config for the next starts.

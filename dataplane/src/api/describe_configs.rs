@@ -64,6 +64,12 @@ pub fn is_sensitive_mirror_config(key: &str) -> bool {
     key.ends_with(".password") || key == "sasl.jaas.config" || key.ends_with(".key")
 }
 
+/// Whether a broker config key of the file holds a secret (Kafka's PASSWORD type):
+/// `*.sasl.jaas.config` and `*.password`.
+pub fn is_sensitive_broker_key(key: &str) -> bool {
+    key.ends_with("sasl.jaas.config") || key.ends_with(".password")
+}
+
 /// One config entry before it is put on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Entry {
@@ -143,6 +149,9 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             }
             None => (value, false, STATIC_BROKER_CONFIG),
         };
+        // A secret of the config file (a listener's JAAS config) is never echoed.
+        let sensitive = def.is_some_and(|d| d.sensitive) || is_sensitive_broker_key(name);
+        let value = if sensitive { String::new() } else { value };
         // Kafka lists the DEFAULT_CONFIG synonym only where it has a default.
         Entry {
             name: name.to_string(),
@@ -151,7 +160,7 @@ fn broker_entries(node_id: i32, settings: &ShardSettings) -> Vec<Entry> {
             source,
             read_only: true,
             config_type: def.map_or(config_type, |d| d.config_type),
-            sensitive: def.is_some_and(|d| d.sensitive),
+            sensitive,
             ..Entry::default()
         }
         .with_synonyms(name, kafka_default.map(|d| (name, Some(d))))
@@ -737,6 +746,7 @@ mod tests {
             cleaner: Default::default(),
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
+            sasl: None,
         };
         let entries = broker_entries(3, &settings);
         assert!(entries.iter().all(|e| e.read_only));

@@ -50,6 +50,7 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
 
 use crate::shard::ShardCtx;
 
@@ -60,6 +61,10 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::ApiVersions, 0, 3),
+    // v0: the tokens that follow travel as bare size-prefixed frames; v1: in
+    // SaslAuthenticate.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -114,6 +119,20 @@ pub async fn handle(
     let version = header.request_api_version;
     Some(match request {
         RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions::handle(version)),
+        // The connection answers these itself on a SASL listener, before any other
+        // request; here (a PLAINTEXT listener, or already authenticated) they are out
+        // of order, as in Kafka.
+        RequestKind::SaslHandshake(_) => ResponseKind::SaslHandshake(
+            kafka_protocol::messages::SaslHandshakeResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code()),
+        ),
+        RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
+            kafka_protocol::messages::SaslAuthenticateResponse::default()
+                .with_error_code(ResponseError::IllegalSaslState.code())
+                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                    "SASL authentication is not expected on this connection now",
+                ))),
+        ),
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
         }

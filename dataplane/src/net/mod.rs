@@ -21,6 +21,7 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 mod frame;
+pub mod sasl;
 
 pub use frame::ResponseFrame;
 
@@ -45,6 +46,8 @@ pub enum ConnectionError {
     ShortFrame(usize),
     #[error("unknown API key {0}")]
     UnknownApiKey(i16),
+    #[error("{0:?} request before SASL authentication")]
+    Unauthenticated(ApiKey),
     #[error("{key:?} v{version} is not supported")]
     UnsupportedVersion { key: ApiKey, version: i16 },
     #[error("cannot decode {key:?} v{version} request: {message}")]
@@ -142,6 +145,7 @@ async fn serve_connection(
         .peer_addr()
         .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
+    let mut sasl = ctx.settings.sasl.clone().map(sasl::SaslSession::new);
     loop {
         let frame = futures_lite::future::or(
             read_frame(&mut stream, ctx.settings.socket_request_max_bytes),
@@ -160,6 +164,48 @@ async fn serve_connection(
                 break;
             }
         };
+        // A SASL listener serves nothing but ApiVersions and the exchange itself until
+        // the connection has authenticated.
+        if let Some(session) = sasl.as_mut().filter(|s| s.principal().is_none()) {
+            if session.expects_raw_token() {
+                // After a SaslHandshake v0: the frame is the token itself.
+                match session.authenticate_raw(&frame) {
+                    Some(reply) => {
+                        let mut out = Vec::with_capacity(4 + reply.len());
+                        out.extend_from_slice(&(reply.len() as i32).to_be_bytes());
+                        out.extend_from_slice(&reply);
+                        if stream.write_all(&out).await.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                    None => {
+                        tracing::info!(client = %peer, shard = ctx.id, "SASL authentication refused; closing connection");
+                        break;
+                    }
+                }
+            }
+            match sasl_step(&ctx, session, frame, &peer).await {
+                Ok((response, sasl::Next::Continue)) => {
+                    if write_frame(&mut stream, &response).await.is_err() {
+                        break;
+                    }
+                    if let Some(user) = session.principal() {
+                        tracing::debug!(client = %peer, %user, "authenticated");
+                    }
+                }
+                Ok((response, sasl::Next::Close)) => {
+                    tracing::info!(client = %peer, shard = ctx.id, "SASL authentication refused; closing connection");
+                    let _ = write_frame(&mut stream, &response).await;
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                    break;
+                }
+            }
+            continue;
+        }
         let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
         match timer.finish(handle_frame(&ctx, frame, &peer).await) {
             Ok(Some(response)) => {
@@ -178,6 +224,58 @@ async fn serve_connection(
         }
     }
     let _ = stream.close().await;
+}
+
+/// One request of a connection that has not authenticated yet: ApiVersions as ever, the
+/// SASL exchange by `session`, and anything else refused (Kafka closes the connection:
+/// "Unexpected Kafka request ... during SASL handshake").
+async fn sasl_step(
+    ctx: &Rc<ShardCtx>,
+    session: &mut sasl::SaslSession,
+    mut frame: Bytes,
+    peer: &str,
+) -> Result<(ResponseFrame, sasl::Next), ConnectionError> {
+    if frame.len() < 8 {
+        return Err(ConnectionError::ShortFrame(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
+    match key {
+        ApiKey::ApiVersions => {
+            let response = handle_frame(ctx, frame, peer).await?;
+            let response = response.ok_or(ConnectionError::ShortFrame(0))?;
+            return Ok((response, sasl::Next::Continue));
+        }
+        ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {}
+        other => return Err(ConnectionError::Unauthenticated(other)),
+    }
+    if !api::is_supported(key, version) {
+        return Err(ConnectionError::UnsupportedVersion { key, version });
+    }
+    let decode = |e: anyhow::Error| ConnectionError::Decode {
+        key,
+        version,
+        message: e.to_string(),
+    };
+    let header =
+        RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(decode)?;
+    let request = RequestKind::decode(key, &mut frame, version).map_err(decode)?;
+    let (body, next) = match request {
+        RequestKind::SaslHandshake(r) => {
+            let (response, next) = session.handshake(&r, version);
+            (ResponseKind::SaslHandshake(response), next)
+        }
+        RequestKind::SaslAuthenticate(r) => {
+            let (response, next) = session.authenticate(&r);
+            (ResponseKind::SaslAuthenticate(response), next)
+        }
+        _ => return Err(ConnectionError::Unauthenticated(key)),
+    };
+    Ok((
+        encode_response(key, version, header.correlation_id, &body)?,
+        next,
+    ))
 }
 
 async fn write_frame(stream: &mut TcpStream, frame: &ResponseFrame) -> std::io::Result<()> {

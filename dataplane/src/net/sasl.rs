@@ -1,0 +1,345 @@
+//! SASL authentication of a SASL_PLAINTEXT listener (KIP-43, Kafka's
+//! `SaslServerAuthenticator`): a connection may send ApiVersions, then SaslHandshake
+//! (v1) naming a mechanism this listener enables, then SaslAuthenticate with the
+//! mechanism's tokens; only once authenticated does it reach the other APIs. Anything
+//! else before that closes the connection, as Kafka does. Mechanisms: PLAIN (RFC 4616)
+//! against the users of the listener's JAAS config.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kafka_protocol::messages::{
+    SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::ResponseError;
+
+/// What a SASL listener accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SaslConfig {
+    /// `sasl.enabled.mechanisms`, upper case, in order.
+    pub mechanisms: Vec<String>,
+    /// PLAIN's users and passwords (the JAAS config's `user_<name>="<password>"`).
+    pub plain_users: BTreeMap<String, String>,
+}
+
+/// Mechanisms Twinlog implements.
+pub const SUPPORTED_MECHANISMS: &[&str] = &["PLAIN"];
+
+/// Where one connection is in the exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    /// Before SaslHandshake.
+    Handshake,
+    /// The handshake chose this mechanism; its SaslAuthenticate comes next (or, after
+    /// a v0 handshake, its token as a bare frame: `raw`).
+    Authenticate { mechanism: String, raw: bool },
+    /// Authenticated as this user.
+    Done(String),
+}
+
+/// One connection's authentication.
+#[derive(Debug)]
+pub struct SaslSession {
+    config: Arc<SaslConfig>,
+    state: State,
+}
+
+/// What the connection does after a SASL request was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Keep reading (the exchange goes on, or it is done).
+    Continue,
+    /// Send the answer, then close (a refused mechanism or credentials).
+    Close,
+}
+
+impl SaslSession {
+    pub fn new(config: Arc<SaslConfig>) -> SaslSession {
+        SaslSession {
+            config,
+            state: State::Handshake,
+        }
+    }
+
+    /// The authenticated user, once there is one.
+    pub fn principal(&self) -> Option<&str> {
+        match &self.state {
+            State::Done(user) => Some(user),
+            _ => None,
+        }
+    }
+
+    /// Whether the next frame is a bare token (after a SaslHandshake v0).
+    pub fn expects_raw_token(&self) -> bool {
+        matches!(self.state, State::Authenticate { raw: true, .. })
+    }
+
+    /// A bare token after a SaslHandshake v0: `Some(reply)` (an empty token) when it
+    /// authenticates, `None` when it does not (Kafka then closes the connection).
+    pub fn authenticate_raw(&mut self, token: &[u8]) -> Option<bytes::Bytes> {
+        let request = SaslAuthenticateRequest::default()
+            .with_auth_bytes(bytes::Bytes::copy_from_slice(token));
+        let (response, next) = self.authenticate(&request);
+        (next == Next::Continue && response.error_code == 0).then_some(response.auth_bytes)
+    }
+
+    /// SaslHandshake `version` (0: the tokens then come as bare frames).
+    pub fn handshake(
+        &mut self,
+        request: &SaslHandshakeRequest,
+        version: i16,
+    ) -> (SaslHandshakeResponse, Next) {
+        let enabled: Vec<StrBytes> = self
+            .config
+            .mechanisms
+            .iter()
+            .map(|m| StrBytes::from_string(m.clone()))
+            .collect();
+        let response = SaslHandshakeResponse::default().with_mechanisms(enabled);
+        if self.state != State::Handshake {
+            return (
+                response.with_error_code(ResponseError::IllegalSaslState.code()),
+                Next::Close,
+            );
+        }
+        let wanted = request.mechanism.as_str().to_ascii_uppercase();
+        if !self.config.mechanisms.contains(&wanted) {
+            return (
+                response.with_error_code(ResponseError::UnsupportedSaslMechanism.code()),
+                Next::Close,
+            );
+        }
+        self.state = State::Authenticate {
+            mechanism: wanted,
+            raw: version == 0,
+        };
+        (response, Next::Continue)
+    }
+
+    pub fn authenticate(
+        &mut self,
+        request: &SaslAuthenticateRequest,
+    ) -> (SaslAuthenticateResponse, Next) {
+        let refuse = |code: ResponseError, message: &str| {
+            (
+                SaslAuthenticateResponse::default()
+                    .with_error_code(code.code())
+                    .with_error_message(Some(StrBytes::from_string(message.to_string()))),
+                Next::Close,
+            )
+        };
+        let State::Authenticate { mechanism, .. } = &self.state else {
+            return refuse(
+                ResponseError::IllegalSaslState,
+                "SaslAuthenticate before a SaslHandshake chose a mechanism",
+            );
+        };
+        match mechanism.as_str() {
+            "PLAIN" => match plain_user(&request.auth_bytes, &self.config.plain_users) {
+                Ok(user) => {
+                    self.state = State::Done(user);
+                    (SaslAuthenticateResponse::default(), Next::Continue)
+                }
+                Err(why) => refuse(
+                    ResponseError::SaslAuthenticationFailed,
+                    &format!("Authentication failed: {why}"),
+                ),
+            },
+            other => refuse(
+                ResponseError::UnsupportedSaslMechanism,
+                &format!("mechanism {other} is not implemented"),
+            ),
+        }
+    }
+}
+
+/// PLAIN's one message, `[authzid] NUL authcid NUL passwd` (RFC 4616), checked against
+/// `users`: the user it authenticates, or why not (Kafka's wording for a wrong name or
+/// password, which does not tell the two apart).
+pub fn plain_user(token: &[u8], users: &BTreeMap<String, String>) -> Result<String, String> {
+    let parts: Vec<&[u8]> = token.split(|b| *b == 0).collect();
+    let [authzid, authcid, password] = parts[..] else {
+        return Err("Invalid SASL/PLAIN response: expected 3 tokens".to_string());
+    };
+    let text = |b: &[u8]| {
+        std::str::from_utf8(b)
+            .map(str::to_string)
+            .map_err(|_| "Invalid SASL/PLAIN response: not UTF-8".to_string())
+    };
+    let (authzid, user, password) = (text(authzid)?, text(authcid)?, text(password)?);
+    if user.is_empty() {
+        return Err("Invalid SASL/PLAIN response: username not specified".to_string());
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(
+            "Authentication failed: Client requested an authorization id that is different from username"
+                .to_string(),
+        );
+    }
+    match users.get(&user) {
+        Some(expected) if same_secret(expected.as_bytes(), password.as_bytes()) => Ok(user),
+        _ => Err("Invalid username or password".to_string()),
+    }
+}
+
+/// Compares secrets in time that depends on their lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
+}
+
+/// The users of a PLAIN JAAS config
+/// (`org.apache.kafka.common.security.plain.PlainLoginModule required
+/// username="admin" password="pw" user_admin="pw" user_alice="pw2";`): its
+/// `user_<name>="<password>"` options.
+pub fn jaas_plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = jaas.trim();
+    // The login module class and its flag come first.
+    for _ in 0..2 {
+        rest = rest
+            .split_once(char::is_whitespace)
+            .map(|(_, r)| r.trim_start())
+            .ok_or_else(|| "expected `<LoginModule> required <options>;`".to_string())?;
+    }
+    while let Some((key, after)) = rest.split_once('=') {
+        let key = key.trim();
+        let after = after.trim_start();
+        let value_start = after
+            .strip_prefix('"')
+            .ok_or_else(|| format!("the value of {key} is not quoted"))?;
+        let (value, tail) = value_start
+            .split_once('"')
+            .ok_or_else(|| format!("the value of {key} has no closing quote"))?;
+        if let Some(user) = key.strip_prefix("user_") {
+            out.insert(user.to_string(), value.to_string());
+        }
+        rest = tail.trim_start();
+        if rest.starts_with(';') {
+            break;
+        }
+    }
+    if !rest.starts_with(';') {
+        return Err("expected `;` at the end".to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> SaslSession {
+        SaslSession::new(Arc::new(SaslConfig {
+            mechanisms: vec!["PLAIN".into()],
+            plain_users: [("alice".to_string(), "secret".to_string())]
+                .into_iter()
+                .collect(),
+        }))
+    }
+
+    fn handshake(s: &mut SaslSession, mechanism: &str) -> (i16, Next) {
+        let (r, next) = s.handshake(
+            &SaslHandshakeRequest::default()
+                .with_mechanism(StrBytes::from_string(mechanism.into())),
+            1,
+        );
+        (r.error_code, next)
+    }
+
+    fn authenticate(s: &mut SaslSession, token: &[u8]) -> (i16, Next) {
+        let (r, next) = s.authenticate(
+            &SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::copy_from_slice(token)),
+        );
+        (r.error_code, next)
+    }
+
+    #[test]
+    fn plain_authenticates_a_configured_user_once() {
+        let mut s = session();
+        assert_eq!(handshake(&mut s, "PLAIN"), (0, Next::Continue));
+        assert_eq!(
+            authenticate(&mut s, b"\0alice\0secret"),
+            (0, Next::Continue)
+        );
+        assert_eq!(s.principal(), Some("alice"));
+        // A second handshake on an authenticated connection is out of order.
+        assert_eq!(
+            handshake(&mut s, "PLAIN"),
+            (ResponseError::IllegalSaslState.code(), Next::Close)
+        );
+    }
+
+    #[test]
+    fn wrong_credentials_unknown_mechanisms_and_order_are_refused() {
+        let mut s = session();
+        assert_eq!(
+            authenticate(&mut s, b"\0alice\0secret"),
+            (ResponseError::IllegalSaslState.code(), Next::Close)
+        );
+        let mut s = session();
+        assert_eq!(
+            handshake(&mut s, "SCRAM-SHA-512"),
+            (ResponseError::UnsupportedSaslMechanism.code(), Next::Close)
+        );
+        for bad in [
+            &b"\0alice\0wrong"[..],
+            b"\0bob\0secret",
+            b"\0alice\0secre",
+            b"alice\0secret",
+            b"mallory\0alice\0secret",
+            b"\0\0secret",
+        ] {
+            let mut s = session();
+            handshake(&mut s, "plain");
+            assert_eq!(
+                authenticate(&mut s, bad),
+                (ResponseError::SaslAuthenticationFailed.code(), Next::Close),
+                "{bad:?}"
+            );
+            assert_eq!(s.principal(), None);
+        }
+        // The authorization id may repeat the user.
+        let mut s = session();
+        handshake(&mut s, "PLAIN");
+        assert_eq!(authenticate(&mut s, b"alice\0alice\0secret").0, 0);
+    }
+
+    #[test]
+    fn after_a_v0_handshake_the_token_comes_bare() {
+        let mut s = session();
+        let request =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        assert_eq!(s.handshake(&request, 0).1, Next::Continue);
+        assert!(s.expects_raw_token());
+        assert_eq!(
+            s.authenticate_raw(b"\0alice\0secret"),
+            Some(bytes::Bytes::new())
+        );
+        assert_eq!(s.principal(), Some("alice"));
+        let mut s = session();
+        s.handshake(&request, 0);
+        assert_eq!(s.authenticate_raw(b"\0alice\0nope"), None);
+        assert_eq!(s.principal(), None);
+    }
+
+    #[test]
+    fn jaas_configs_give_their_users() {
+        let users = jaas_plain_users(
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a-pw" user_admin="a-pw" user_alice="x=y";"#,
+        )
+        .expect("parses");
+        assert_eq!(users.len(), 2);
+        assert_eq!(users["admin"], "a-pw");
+        assert_eq!(users["alice"], "x=y");
+        for bad in [
+            "PlainLoginModule",
+            r#"PlainLoginModule required user_a=pw;"#,
+            r#"PlainLoginModule required user_a="pw""#,
+            r#"PlainLoginModule required user_a="pw;"#,
+        ] {
+            assert!(jaas_plain_users(bad).is_err(), "{bad}");
+        }
+    }
+}
