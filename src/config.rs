@@ -1374,6 +1374,48 @@ mod tests {
     }
 
     #[test]
+    fn a_sasl_plaintext_listener_needs_plain_and_its_users() {
+        let jaas = r#""listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="s3cret";'"#;
+        let c = parse(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"plain\"\n{jaas}"
+        ));
+        assert_eq!(c.listen, addr("127.0.0.1:19092"));
+        let sasl = c.sasl.expect("SASL");
+        assert_eq!(sasl.mechanisms, ["PLAIN"]);
+        assert_eq!(sasl.plain_users["alice"], "s3cret");
+        assert!(parse("listeners = \"PLAINTEXT://127.0.0.1:19092\"")
+            .sasl
+            .is_none());
+        let key_of = |e: ConfigError| match e {
+            ConfigError::BadValue { key, value, .. } => (key, value),
+            other => panic!("{other}"),
+        };
+        // No mechanisms (Kafka's default GSSAPI is not implemented), or one not
+        // implemented.
+        let (key, _) = key_of(parse_err(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n{jaas}"
+        )));
+        assert_eq!(key, "sasl.enabled.mechanisms");
+        let (key, _) = key_of(parse_err(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"PLAIN,GSSAPI\"\n{jaas}"
+        )));
+        assert_eq!(key, "sasl.enabled.mechanisms");
+        // A JAAS config without users is refused without showing it.
+        let (key, value) = key_of(parse_err(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"PLAIN\"\n\"listener.name.sasl_plaintext.plain.sasl.jaas.config\" = 'PlainLoginModule required username=\"a\" password=\"pw\";'",
+        ));
+        assert_eq!(
+            (key.as_str(), value.as_str()),
+            (PLAIN_JAAS_CONFIG, "[hidden]")
+        );
+        // Not on a multi-node cluster yet.
+        let (key, _) = key_of(parse_err(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n\"node.id\" = 0\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:19093,1@127.0.0.1:19094\"\n\"sasl.enabled.mechanisms\" = \"PLAIN\"\n{jaas}"
+        )));
+        assert_eq!(key, "listeners");
+    }
+
+    #[test]
     fn a_dynamic_quorum_takes_bootstrap_servers_and_a_controller_listener() {
         let c = BrokerConfig::from_toml_str(
             "\"node.id\" = 2\n\"listeners\" = \"PLAINTEXT://10.0.0.2:9092,CONTROLLER://10.0.0.2:9093\"\n\"controller.quorum.bootstrap.servers\" = \"10.0.0.1:9093, 10.0.0.3:9093\"\n",
