@@ -107,6 +107,18 @@ fn sasl_plain_authenticates_kcat_and_refuses_the_rest() {
         "{}",
         broker.log_tail(20)
     );
+    // Before authentication a frame may not exceed a SASL token's 512 KiB: a 10 MB
+    // length prefix closes the connection at once.
+    {
+        use std::io::{Read, Write};
+        let mut raw = std::net::TcpStream::connect(broker.addr()).expect("connect");
+        raw.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        raw.write_all(&(10_000_000i32).to_be_bytes())
+            .expect("write");
+        let mut buf = [0u8; 16];
+        assert_eq!(raw.read(&mut buf).expect("closed, not timed out"), 0);
+    }
     // Nothing of the refused clients reached the log.
     let out = kcat(
         &broker,

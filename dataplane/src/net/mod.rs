@@ -147,13 +147,18 @@ async fn serve_connection(
     let _ = stream.set_nodelay(true);
     let mut sasl = ctx.settings.sasl.clone().map(sasl::SaslSession::new);
     loop {
-        let frame = futures_lite::future::or(
-            read_frame(&mut stream, ctx.settings.socket_request_max_bytes),
-            async {
-                let _ = stop.recv().await;
-                Ok(None)
-            },
-        )
+        // Before authentication a frame is at most a SASL token's size (Kafka's
+        // `sasl.server.max.receive.size`): an unauthenticated peer cannot make the
+        // broker allocate `socket.request.max.bytes`.
+        let max = if sasl.as_ref().is_some_and(|s| s.principal().is_none()) {
+            sasl::MAX_RECEIVE_BYTES
+        } else {
+            ctx.settings.socket_request_max_bytes
+        };
+        let frame = futures_lite::future::or(read_frame(&mut stream, max), async {
+            let _ = stop.recv().await;
+            Ok(None)
+        })
         .await;
         let frame = match frame {
             Ok(Some(f)) => f,

@@ -23,6 +23,10 @@ pub struct SaslConfig {
     pub plain_users: BTreeMap<String, String>,
 }
 
+/// The largest frame a connection may send before it has authenticated (Kafka's
+/// `sasl.server.max.receive.size` default).
+pub const MAX_RECEIVE_BYTES: usize = 524_288;
+
 /// Mechanisms Twinlog implements.
 pub const SUPPORTED_MECHANISMS: &[&str] = &["PLAIN"];
 
