@@ -42,6 +42,22 @@ fn kcat(
     run_command(&mut cmd, stdin, Duration::from_secs(30))
 }
 
+/// Every record of `plain`-0, read by kcat as alice.
+fn read_plain(broker: &Broker) -> support::CmdOutput {
+    let args = [
+        "-C",
+        "-t",
+        "plain",
+        "-p",
+        "0",
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+    ];
+    kcat(broker, PASSWORD, &args, None)
+}
+
 #[test]
 fn sasl_plain_authenticates_kcat_and_refuses_the_rest() {
     if skip_if(missing_program("kcat"), "sasl_plain_kcat") {
@@ -55,22 +71,7 @@ fn sasl_plain_authenticates_kcat_and_refuses_the_rest() {
         Some(b"one\ntwo\nthree\n"),
     );
     assert_success(&out, &broker);
-    let out = kcat(
-        &broker,
-        PASSWORD,
-        &[
-            "-C",
-            "-t",
-            "plain",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-        ],
-        None,
-    );
+    let out = read_plain(&broker);
     assert_success(&out, &broker);
     assert_eq!(
         out.stdout.lines().collect::<Vec<_>>(),
@@ -120,22 +121,7 @@ fn sasl_plain_authenticates_kcat_and_refuses_the_rest() {
         assert_eq!(raw.read(&mut buf).expect("closed, not timed out"), 0);
     }
     // Nothing of the refused clients reached the log.
-    let out = kcat(
-        &broker,
-        PASSWORD,
-        &[
-            "-C",
-            "-t",
-            "plain",
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-q",
-        ],
-        None,
-    );
+    let out = read_plain(&broker);
     assert_eq!(out.stdout.lines().count(), 3, "{}", out.describe());
     let (_, _, panicked) = broker.log_problems();
     assert!(!panicked, "{}", broker.log_tail(40));
