@@ -122,6 +122,53 @@ pub fn mirror_rpc(data: &[u8]) {
     }
 }
 
+/// A SASL exchange as an unauthenticated client drives it: the input is steps of one
+/// op byte, a 2-byte big-endian length and that many bytes (SaslHandshake v1 or v0
+/// naming a mechanism, SaslAuthenticate, a bare v0 token). The bytes also go to the
+/// PLAIN and JAAS parsers. Only the configured user and password may authenticate.
+pub fn sasl_exchange(data: &[u8]) {
+    use dataplane::net::sasl::{jaas_plain_users, plain_user, SaslConfig, SaslSession};
+    use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+    use kafka_protocol::protocol::StrBytes;
+    let users: std::collections::BTreeMap<String, String> =
+        [("alice".to_string(), "secret".to_string())]
+            .into_iter()
+            .collect();
+    let mut session = SaslSession::new(std::sync::Arc::new(SaslConfig {
+        mechanisms: vec!["PLAIN".into()],
+        plain_users: users.clone(),
+    }));
+    let mut rest = data;
+    while let [op, hi, lo, tail @ ..] = rest {
+        let len = usize::from(u16::from_be_bytes([*hi, *lo])).min(tail.len());
+        let (payload, next) = tail.split_at(len);
+        rest = next;
+        let text = String::from_utf8_lossy(payload).into_owned();
+        let _ = jaas_plain_users(&text);
+        if let Ok(user) = plain_user(payload, &users) {
+            assert_eq!(user, "alice");
+        }
+        match op % 4 {
+            0 | 1 => {
+                let request =
+                    SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(text));
+                let _ = session.handshake(&request, i16::from(op % 4 == 1));
+            }
+            2 => {
+                let request = SaslAuthenticateRequest::default()
+                    .with_auth_bytes(Bytes::copy_from_slice(payload));
+                let _ = session.authenticate(&request);
+            }
+            _ => {
+                let _ = session.authenticate_raw(payload);
+            }
+        }
+        if let Some(user) = session.principal() {
+            assert_eq!(user, "alice", "only the configured user authenticates");
+        }
+    }
+}
+
 fn drain(buf: Bytes, verify_crc: bool) {
     let len = buf.len();
     let mut iter = BatchIter::new(buf, 0, verify_crc);
@@ -370,6 +417,7 @@ mod tests {
             ("records", records as fn(&[u8])),
             ("coordinator_records", coordinator_records as fn(&[u8])),
             ("mirror_rpc", mirror_rpc as fn(&[u8])),
+            ("sasl_exchange", sasl_exchange as fn(&[u8])),
         ] {
             let dir = seed_dir(target);
             let entries = std::fs::read_dir(&dir).expect("seed directory exists");
