@@ -82,7 +82,8 @@ pub struct BrokerConfig {
     pub file_keys: BTreeMap<String, String>,
     /// `node.id`.
     pub node_id: i32,
-    /// `listeners`: where the Kafka listener binds. One PLAINTEXT listener.
+    /// `listeners`: where the Kafka listener binds. One client listener, PLAINTEXT or
+    /// SASL_PLAINTEXT (`sasl`).
     pub listen: SocketAddr,
     /// The client listener's SASL (`SASL_PLAINTEXT://` in `listeners`, with
     /// `sasl.enabled.mechanisms` and the listener's JAAS config); `None`: PLAINTEXT.
@@ -1192,14 +1193,13 @@ fn sasl_config<'a>(
     get: &impl Fn(&str) -> Option<(&'a str, Scalar<'a>)>,
 ) -> Result<dataplane::net::sasl::SaslConfig, ConfigError> {
     use dataplane::net::sasl::{jaas_plain_users, SaslConfig, SUPPORTED_MECHANISMS};
-    let key = "sasl.enabled.mechanisms";
-    let Some((k, v)) = get(key) else {
-        return Err(ConfigError::BadValue {
-            key: key.to_owned(),
-            value: String::new(),
-            expected: SASL_MECHANISMS_EXPECTED,
-        });
+    let missing = |key: &str, expected| ConfigError::BadValue {
+        key: key.to_owned(),
+        value: String::new(),
+        expected,
     };
+    let key = "sasl.enabled.mechanisms";
+    let (k, v) = get(key).ok_or_else(|| missing(key, SASL_MECHANISMS_EXPECTED))?;
     let mechanisms: Vec<String> = v
         .string(k, SASL_MECHANISMS_EXPECTED)?
         .split(',')
@@ -1213,13 +1213,7 @@ fn sasl_config<'a>(
     {
         return Err(bad_value(k, &v, SASL_MECHANISMS_EXPECTED));
     }
-    let Some((k, v)) = get(PLAIN_JAAS_CONFIG) else {
-        return Err(ConfigError::BadValue {
-            key: PLAIN_JAAS_CONFIG.to_owned(),
-            value: String::new(),
-            expected: JAAS_EXPECTED,
-        });
-    };
+    let (k, v) = get(PLAIN_JAAS_CONFIG).ok_or_else(|| missing(PLAIN_JAAS_CONFIG, JAAS_EXPECTED))?;
     // The value is a secret: an error shows only that it is there.
     let hidden = || ConfigError::BadValue {
         key: PLAIN_JAAS_CONFIG.to_owned(),

@@ -64,10 +64,10 @@ pub fn is_sensitive_mirror_config(key: &str) -> bool {
     key.ends_with(".password") || key == "sasl.jaas.config" || key.ends_with(".key")
 }
 
-/// Whether a broker config key of the file holds a secret (Kafka's PASSWORD type):
-/// `*.sasl.jaas.config` and `*.password`.
+/// Whether a broker config key of the file holds a secret: the mirror configs' rule,
+/// and a listener's `listener.name.<l>.<mechanism>.sasl.jaas.config`.
 pub fn is_sensitive_broker_key(key: &str) -> bool {
-    key.ends_with("sasl.jaas.config") || key.ends_with(".password")
+    is_sensitive_mirror_config(key) || key.ends_with(".sasl.jaas.config")
 }
 
 /// One config entry before it is put on the wire.

@@ -129,7 +129,7 @@ pub async fn handle(
         RequestKind::SaslAuthenticate(_) => ResponseKind::SaslAuthenticate(
             kafka_protocol::messages::SaslAuthenticateResponse::default()
                 .with_error_code(ResponseError::IllegalSaslState.code())
-                .with_error_message(Some(kafka_protocol::protocol::StrBytes::from_static_str(
+                .with_error_message(Some(StrBytes::from_static_str(
                     "SASL authentication is not expected on this connection now",
                 ))),
         ),

@@ -729,14 +729,18 @@ impl MirrorFetcher {
                 // resume without the gate), and says why in DescribeMirrors and, every
                 // CONVERGENCE_TIMEOUT, in the log.
                 Ok(Some(why)) if c.overdue(now) => {
-                    self.with_state(&tp, |s| {
                     let every = super::CONVERGENCE_TIMEOUT.as_millis() as i64;
-                    if s.converging_reported_ms.is_none_or(|at| now - at >= every) {
-                        tracing::warn!(mirror = %self.config.mirror, %tp, reason = %why, "mirror partition held: its replicas have not converged on the divergence cut");
-                        s.converging_reported_ms = Some(now);
-                    }
-                    s.status.last_error = Some(why);
+                    let due = self.with_state(&tp, |s| {
+                        let due = s.converging_reported_ms.is_none_or(|at| now - at >= every);
+                        if due {
+                            s.converging_reported_ms = Some(now);
+                        }
+                        s.status.last_error = Some(why.clone());
+                        due
                     });
+                    if due == Some(true) {
+                        tracing::warn!(mirror = %self.config.mirror, %tp, reason = %why, "mirror partition held: its replicas have not converged on the divergence cut");
+                    }
                 }
                 Ok(Some(_)) => {}
                 Err(e) => self.fail(ctx, &tp, FetchError::NotConverged(e)),

@@ -150,7 +150,8 @@ async fn serve_connection(
         // Before authentication a frame is at most a SASL token's size (Kafka's
         // `sasl.server.max.receive.size`): an unauthenticated peer cannot make the
         // broker allocate `socket.request.max.bytes`.
-        let max = if sasl.as_ref().is_some_and(|s| s.principal().is_none()) {
+        let authenticating = sasl.as_ref().is_some_and(|s| s.principal().is_none());
+        let max = if authenticating {
             sasl::MAX_RECEIVE_BYTES
         } else {
             ctx.settings.socket_request_max_bytes
@@ -171,29 +172,13 @@ async fn serve_connection(
         };
         // A SASL listener serves nothing but ApiVersions and the exchange itself until
         // the connection has authenticated.
-        if let Some(session) = sasl.as_mut().filter(|s| s.principal().is_none()) {
-            if session.expects_raw_token() {
-                // After a SaslHandshake v0: the frame is the token itself.
-                match session.authenticate_raw(&frame) {
-                    Some(reply) => {
-                        let mut out = Vec::with_capacity(4 + reply.len());
-                        out.extend_from_slice(&(reply.len() as i32).to_be_bytes());
-                        out.extend_from_slice(&reply);
-                        if stream.write_all(&out).await.is_err() {
-                            break;
-                        }
-                        continue;
-                    }
-                    None => {
-                        tracing::info!(client = %peer, shard = ctx.id, "SASL authentication refused; closing connection");
-                        break;
-                    }
-                }
-            }
+        if let Some(session) = sasl.as_mut().filter(|_| authenticating) {
             match sasl_step(&ctx, session, frame, &peer).await {
                 Ok((response, sasl::Next::Continue)) => {
-                    if write_frame(&mut stream, &response).await.is_err() {
-                        break;
+                    if let Some(response) = response {
+                        if write_frame(&mut stream, &response).await.is_err() {
+                            break;
+                        }
                     }
                     if let Some(user) = session.principal() {
                         tracing::debug!(client = %peer, %user, "authenticated");
@@ -201,7 +186,9 @@ async fn serve_connection(
                 }
                 Ok((response, sasl::Next::Close)) => {
                     tracing::info!(client = %peer, shard = ctx.id, "SASL authentication refused; closing connection");
-                    let _ = write_frame(&mut stream, &response).await;
+                    if let Some(response) = response {
+                        let _ = write_frame(&mut stream, &response).await;
+                    }
                     break;
                 }
                 Err(e) => {
@@ -231,15 +218,30 @@ async fn serve_connection(
     let _ = stream.close().await;
 }
 
-/// One request of a connection that has not authenticated yet: ApiVersions as ever, the
-/// SASL exchange by `session`, and anything else refused (Kafka closes the connection:
-/// "Unexpected Kafka request ... during SASL handshake").
+/// One frame of a connection that has not authenticated yet: ApiVersions as ever, the
+/// SASL exchange by `session` (after a SaslHandshake v0 the frame is the bare token, and
+/// so is the reply; a refused one gets none), and anything else refused (Kafka closes
+/// the connection: "Unexpected Kafka request ... during SASL handshake").
 async fn sasl_step(
     ctx: &Rc<ShardCtx>,
     session: &mut sasl::SaslSession,
     mut frame: Bytes,
     peer: &str,
-) -> Result<(ResponseFrame, sasl::Next), ConnectionError> {
+) -> Result<(Option<ResponseFrame>, sasl::Next), ConnectionError> {
+    if session.expects_raw_token() {
+        return Ok(match session.authenticate_raw(&frame) {
+            Some(reply) => {
+                let mut out = BytesMut::with_capacity(4 + reply.len());
+                out.put_i32(i32::try_from(reply.len()).unwrap_or(i32::MAX));
+                out.put_slice(&reply);
+                (
+                    Some(ResponseFrame::single(out.freeze())),
+                    sasl::Next::Continue,
+                )
+            }
+            None => (None, sasl::Next::Close),
+        });
+    }
     if frame.len() < 8 {
         return Err(ConnectionError::ShortFrame(frame.len()));
     }
@@ -249,7 +251,6 @@ async fn sasl_step(
     match key {
         ApiKey::ApiVersions => {
             let response = handle_frame(ctx, frame, peer).await?;
-            let response = response.ok_or(ConnectionError::ShortFrame(0))?;
             return Ok((response, sasl::Next::Continue));
         }
         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {}
@@ -278,7 +279,7 @@ async fn sasl_step(
         _ => return Err(ConnectionError::Unauthenticated(key)),
     };
     Ok((
-        encode_response(key, version, header.correlation_id, &body)?,
+        Some(encode_response(key, version, header.correlation_id, &body)?),
         next,
     ))
 }
