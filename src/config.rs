@@ -18,6 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use dataplane::log::LogConfig;
 
@@ -64,6 +65,10 @@ pub enum ConfigError {
         value: String,
         expected: &'static str,
     },
+    /// A listener's setup that does not hold together (no protocol for a name, TLS
+    /// keys that do not load, ...): what is wrong, in words.
+    #[error("config key `{key}`: {message}")]
+    Listener { key: String, message: String },
 }
 
 fn origin(path: Option<&Path>) -> String {
@@ -82,15 +87,18 @@ pub struct BrokerConfig {
     pub file_keys: BTreeMap<String, String>,
     /// `node.id`.
     pub node_id: i32,
-    /// `listeners`: where the Kafka listener binds. One client listener, PLAINTEXT or
-    /// SASL_PLAINTEXT (`sasl`).
+    /// Where the inter-broker listener binds (`inter.broker.listener.name`'s entry of
+    /// `listeners`): the address replication, the coordinators and the mirror's own
+    /// requests use, and the one the broker registers.
     pub listen: SocketAddr,
-    /// The client listener's SASL (`SASL_PLAINTEXT://` in `listeners`, with
-    /// `sasl.enabled.mechanisms` and the listener's JAAS config); `None`: PLAINTEXT.
-    pub sasl: Option<dataplane::net::sasl::SaslConfig>,
-    /// `advertised.listeners`: the address put in Metadata responses; `None` means
+    /// The inter-broker listener's entry of `advertised.listeners`; `None` means
     /// `listen`.
     pub advertised_listen: Option<SocketAddr>,
+    /// Every client listener of `listeners` (the inter-broker one among them, at
+    /// `inter_broker`), each with its protocol's SASL and TLS settings.
+    pub listeners: Vec<dataplane::net::ListenerConfig>,
+    /// Index of the inter-broker listener in `listeners`.
+    pub inter_broker: usize,
     /// `metrics.listen` (Twinlog): where the Prometheus endpoint (`GET /metrics`) binds,
     /// `host:port`; `None` (the default, or an empty string) leaves it off.
     pub metrics_listen: Option<SocketAddr>,
@@ -226,8 +234,12 @@ impl Default for BrokerConfig {
             file_keys: BTreeMap::new(),
             node_id: 0,
             listen: SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), DEFAULT_PORT),
-            sasl: None,
             advertised_listen: None,
+            listeners: vec![dataplane::net::ListenerConfig::plaintext(SocketAddr::new(
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                DEFAULT_PORT,
+            ))],
+            inter_broker: 0,
             metrics_listen: None,
             data_dir: PathBuf::from("./data"),
             num_partitions: 1,
@@ -275,8 +287,21 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "node.id",
     "listeners",
     "advertised.listeners",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "security.inter.broker.protocol",
     "sasl.enabled.mechanisms",
-    PLAIN_JAAS_CONFIG,
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+    "ssl.enabled.protocols",
     "metrics.listen",
     "log.dirs",
     "log.dir",
@@ -392,7 +417,7 @@ impl BrokerConfig {
         }
         if let Some(key) = keys
             .keys()
-            .find(|k| !BROKER_CONFIG_NAMES.contains(&k.as_str()))
+            .find(|k| !BROKER_CONFIG_NAMES.contains(&k.as_str()) && !is_listener_key(k))
         {
             return Err(ConfigError::UnknownKey { key: key.clone() });
         }
@@ -408,6 +433,188 @@ impl BrokerConfig {
             check_distinct_cores(&config.shards)?;
         }
         Ok(config)
+    }
+
+    /// `listeners`, `advertised.listeners`, `listener.security.protocol.map` and
+    /// `inter.broker.listener.name` (or `security.inter.broker.protocol`), with each
+    /// listener's SASL and TLS keys. Returns the controller listener's address, if
+    /// `listeners` names one.
+    fn apply_listeners(
+        &mut self,
+        keys: &BTreeMap<String, toml::Value>,
+        controller_names: &[String],
+    ) -> Result<Option<SocketAddr>, ConfigError> {
+        use dataplane::net::{ListenerConfig, SecurityProtocol};
+        let get = |name: &str| {
+            keys.get_key_value(name)
+                .map(|(k, v)| (k.as_str(), Scalar::from_toml(v)))
+        };
+        let listener_error = |key: &str, message: String| ConfigError::Listener {
+            key: key.to_owned(),
+            message,
+        };
+        // Kafka's default map: each protocol's own name, and the controller listeners
+        // as PLAINTEXT.
+        let mut protocols: BTreeMap<String, SecurityProtocol> = SecurityProtocol::ALL
+            .into_iter()
+            .map(|p| (p.name().to_owned(), p))
+            .collect();
+        for name in controller_names {
+            protocols.insert(name.clone(), SecurityProtocol::Plaintext);
+        }
+        if let Some((k, v)) = get("listener.security.protocol.map") {
+            protocols.clear();
+            for item in v.string(k, PROTOCOL_MAP_EXPECTED)?.split(',') {
+                let item = item.trim();
+                if item.is_empty() {
+                    continue;
+                }
+                let (name, protocol) = item
+                    .split_once(':')
+                    .and_then(|(n, p)| Some((n.trim(), SecurityProtocol::parse(p)?)))
+                    .filter(|(n, _)| !n.is_empty())
+                    .ok_or_else(|| bad_value(k, &v, PROTOCOL_MAP_EXPECTED))?;
+                protocols.insert(name.to_ascii_uppercase(), protocol);
+            }
+        }
+        let mut controller = None;
+        if let Some((k, v)) = get("listeners") {
+            let mut listeners: Vec<ListenerConfig> = Vec::new();
+            for item in v.string(k, LISTENER_EXPECTED)?.split(',').map(str::trim) {
+                if item.is_empty() {
+                    continue;
+                }
+                let (name, addr) = match item.split_once("://") {
+                    Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr),
+                    None => ("PLAINTEXT".to_owned(), item),
+                };
+                let addr = parse_listener(k, addr)?;
+                if controller_names.contains(&name) {
+                    if protocols
+                        .get(&name)
+                        .is_some_and(|p| *p != SecurityProtocol::Plaintext)
+                    {
+                        return Err(listener_error(
+                            k,
+                            format!("the controller listener {name} must be PLAINTEXT (the quorum's transport has no TLS or SASL yet)"),
+                        ));
+                    }
+                    if controller.replace(addr).is_some() {
+                        return Err(bad_value(k, &v, LISTENER_EXPECTED));
+                    }
+                    continue;
+                }
+                let protocol = *protocols.get(&name).ok_or_else(|| {
+                    listener_error(
+                        k,
+                        format!("listener {name} has no security protocol: map it in listener.security.protocol.map (e.g. {name}:SASL_SSL)"),
+                    )
+                })?;
+                if listeners.iter().any(|l| l.name == name) {
+                    return Err(listener_error(k, format!("listener {name} is named twice")));
+                }
+                listeners.push(ListenerConfig {
+                    name,
+                    protocol,
+                    bind: addr,
+                    advertised: None,
+                    sasl: None,
+                    tls: None,
+                });
+            }
+            if !listeners.is_empty() {
+                self.listeners = listeners;
+            }
+        }
+        if let Some((k, v)) = get("advertised.listeners") {
+            for item in v.string(k, LISTENER_EXPECTED)?.split(',').map(str::trim) {
+                if item.is_empty() {
+                    continue;
+                }
+                let (name, addr) = match item.split_once("://") {
+                    Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr),
+                    None => ("PLAINTEXT".to_owned(), item),
+                };
+                if controller_names.contains(&name) {
+                    continue;
+                }
+                let addr = parse_listener(k, addr)?;
+                if addr.ip().is_unspecified() || addr.port() == 0 {
+                    return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
+                }
+                let only_one = self.listeners.len() == 1 && !item.contains("://");
+                let index = match self.listeners.iter().position(|l| l.name == name) {
+                    Some(i) => i,
+                    // One listener: a bare `host:port` advertises it, whatever its name.
+                    None if only_one => 0,
+                    None => {
+                        return Err(listener_error(
+                            k,
+                            format!("{name} is not a listener of `listeners`"),
+                        ))
+                    }
+                };
+                self.listeners[index].advertised = Some(addr);
+            }
+        }
+        self.inter_broker =
+            match (
+                get("inter.broker.listener.name"),
+                get("security.inter.broker.protocol"),
+            ) {
+                (Some(_), Some(_)) => return Err(listener_error(
+                    "inter.broker.listener.name",
+                    "set inter.broker.listener.name or security.inter.broker.protocol, not both"
+                        .into(),
+                )),
+                (Some((k, v)), None) | (None, Some((k, v))) => {
+                    let name = v.string(k, "a listener name")?.trim().to_ascii_uppercase();
+                    self.listeners
+                        .iter()
+                        .position(|l| l.name == name)
+                        .ok_or_else(|| {
+                            listener_error(k, format!("{name} is not a listener of `listeners`"))
+                        })?
+                }
+                // Kafka's default is the PLAINTEXT listener; a broker with one listener
+                // talks to itself on that one.
+                (None, None) => self
+                    .listeners
+                    .iter()
+                    .position(|l| l.name == "PLAINTEXT")
+                    .or((self.listeners.len() == 1).then_some(0))
+                    .ok_or_else(|| {
+                        listener_error(
+                            "inter.broker.listener.name",
+                            "no PLAINTEXT listener: name the listener brokers use for each other"
+                                .into(),
+                        )
+                    })?,
+            };
+        for i in 0..self.listeners.len() {
+            let (name, protocol) = (self.listeners[i].name.clone(), self.listeners[i].protocol);
+            if protocol.uses_sasl() {
+                self.listeners[i].sasl = Some(Arc::new(sasl_config(keys, &name)?));
+            }
+            if protocol.uses_tls() {
+                self.listeners[i].tls = Some(Arc::new(tls_config(keys, &name)?));
+            }
+        }
+        let inter_broker = &self.listeners[self.inter_broker];
+        self.listen = inter_broker.bind;
+        self.advertised_listen = inter_broker.advertised;
+        Ok(controller)
+    }
+
+    /// The client listeners to bind, the inter-broker one at `listen` (which
+    /// `--listen` may have moved) and advertising `advertised()`.
+    pub fn client_listeners(&self) -> Vec<dataplane::net::ListenerConfig> {
+        let mut listeners = self.listeners.clone();
+        if let Some(l) = listeners.get_mut(self.inter_broker) {
+            l.bind = self.listen;
+            l.advertised = self.advertised_listen;
+        }
+        listeners
     }
 
     fn apply_broker_keys(
@@ -431,19 +638,8 @@ impl BrokerConfig {
                 .collect(),
             None => vec!["CONTROLLER".to_string()],
         };
-        if let Some((k, v)) = get("listeners") {
-            let (client, controller) =
-                split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
-            if let Some(client) = client {
-                let (sasl, addr) = strip_sasl_scheme(&client);
-                self.listen = parse_listener(k, addr)?;
-                if sasl {
-                    self.sasl = Some(sasl_config(&get)?);
-                }
-            }
-            if let Some(controller) = controller {
-                self.controller_listen = Some(parse_listener(k, &controller)?);
-            }
+        if let Some(controller) = self.apply_listeners(keys, &controller_names)? {
+            self.controller_listen = Some(controller);
         }
         if let Some((k, v)) = get("controller.quorum.bootstrap.servers") {
             let text = v.string(k, BOOTSTRAP_EXPECTED)?;
@@ -458,16 +654,6 @@ impl BrokerConfig {
                         .ok_or_else(|| bad_value(k, &v, BOOTSTRAP_EXPECTED))
                 })
                 .collect::<Result<_, _>>()?;
-        }
-        if let Some((k, v)) = get("advertised.listeners") {
-            let (client, _) =
-                split_listeners(k, &v.string(k, LISTENER_EXPECTED)?, &controller_names)?;
-            let client = client.unwrap_or_default();
-            let addr = parse_listener(k, strip_sasl_scheme(&client).1)?;
-            if addr.ip().is_unspecified() || addr.port() == 0 {
-                return Err(bad_value(k, &v, ADVERTISED_EXPECTED));
-            }
-            self.advertised_listen = Some(addr);
         }
         if let Some((k, v)) = get("metrics.listen") {
             let raw = v.string(k, METRICS_LISTEN_EXPECTED)?;
@@ -755,6 +941,7 @@ impl BrokerConfig {
         }
         if let Some(addr) = listen {
             self.listen = addr;
+            self.listeners[self.inter_broker].bind = addr;
         }
     }
 
@@ -796,16 +983,15 @@ impl BrokerConfig {
                 .map(|v| Scalar::from_toml(v).shown())
                 .unwrap_or_default()
         };
-        if self.sasl.is_some()
+        let inter_broker = &self.listeners[self.inter_broker];
+        if inter_broker.protocol != dataplane::net::SecurityProtocol::Plaintext
             && (self.quorum_voters.len() > 1 || !self.quorum_bootstrap.is_empty())
         {
-            // Replication and the coordinators reach the other brokers on the client
-            // listener, as clients without credentials: not until an inter-broker
-            // listener exists.
-            return Err(ConfigError::BadValue {
-                key: "listeners".to_owned(),
-                value: shown("listeners"),
-                expected: "a PLAINTEXT listener on a multi-node cluster (SASL_PLAINTEXT is single-node for now)",
+            // Replication and the coordinators reach the other brokers as clients
+            // without TLS or credentials.
+            return Err(ConfigError::Listener {
+                key: "inter.broker.listener.name".to_owned(),
+                message: format!("the inter-broker listener {} is {}: brokers of a cluster talk to each other over PLAINTEXT for now (add a PLAINTEXT listener on an internal network and name it in inter.broker.listener.name)", inter_broker.name, inter_broker.protocol.name()),
             });
         }
         if !self.quorum_bootstrap.is_empty() {
@@ -1135,40 +1321,52 @@ fn flatten(
 }
 
 const LISTENER_EXPECTED: &str =
-    "one PLAINTEXT listener (host:port or PLAINTEXT://host:port) and at most one CONTROLLER://host:port, each with an IP address or localhost as host";
+    "NAME://host:port entries, comma-separated (a bare host:port is PLAINTEXT), each name once, at most one controller listener, each with an IP address or localhost as host";
 const METRICS_LISTEN_EXPECTED: &str =
     "host:port for the Prometheus endpoint (an IP address or localhost), or \"\" for off";
 const ADVERTISED_EXPECTED: &str =
     "an address clients can connect to (not a wildcard address, not port 0)";
 
-/// `listeners` / `advertised.listeners`: `PLAINTEXT://host:port` or `host:port`. An empty
-/// host means all interfaces, as in Kafka; `localhost` means 127.0.0.1; other host names
-/// are refused rather than resolved, so the bound address never depends on DNS.
-/// Splits a `listeners` value into its client listener and its controller listener (an
-/// entry named in `controller.listener.names`, its name stripped); at most one of each.
-fn split_listeners(
+const PROTOCOL_MAP_EXPECTED: &str =
+    "NAME:PROTOCOL pairs, comma-separated, each protocol one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL";
+
+/// Keys a listener takes under `listener.name.<name>.` (and, but for the JAAS
+/// configs, at the top level for every listener).
+const LISTENER_KEYS: &[&str] = &[
+    "sasl.enabled.mechanisms",
+    "plain.sasl.jaas.config",
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.client.auth",
+    "ssl.principal.mapping.rules",
+    "ssl.enabled.protocols",
+];
+
+/// `listener.name.<name>.<key>` with `key` one of [`LISTENER_KEYS`].
+fn is_listener_key(key: &str) -> bool {
+    key.strip_prefix("listener.name.")
+        .and_then(|rest| rest.split_once('.'))
+        .is_some_and(|(name, key)| !name.is_empty() && LISTENER_KEYS.contains(&key))
+}
+
+/// A listener's setting: `listener.name.<name>.<key>` (the name in lower case, as
+/// Kafka writes it), else the top-level `<key>` when `shared`.
+fn listener_setting<'a>(
+    keys: &'a BTreeMap<String, toml::Value>,
+    listener: &str,
     key: &str,
-    raw: &str,
-    controller_names: &[String],
-) -> Result<(Option<String>, Option<String>), ConfigError> {
-    let bad = || ConfigError::BadValue {
-        key: key.to_owned(),
-        value: raw.to_owned(),
-        expected: LISTENER_EXPECTED,
-    };
-    let (mut client, mut controller) = (None, None);
-    for item in raw.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let slot = match item.split_once("://") {
-            Some((name, rest)) if controller_names.contains(&name.to_ascii_uppercase()) => {
-                (&mut controller, rest.to_string())
-            }
-            _ => (&mut client, item.to_string()),
-        };
-        if slot.0.replace(slot.1).is_some() {
-            return Err(bad());
-        }
-    }
-    Ok((client, controller))
+    shared: bool,
+) -> Option<(String, Scalar<'a>)> {
+    let prefixed = format!("listener.name.{}.{key}", listener.to_ascii_lowercase());
+    keys.get_key_value(&prefixed)
+        .or_else(|| shared.then(|| keys.get_key_value(key)).flatten())
+        .map(|(k, v)| (k.clone(), Scalar::from_toml(v)))
 }
 
 /// The JAAS config of PLAIN on the SASL_PLAINTEXT listener (Kafka's per-listener,
@@ -1176,32 +1374,26 @@ fn split_listeners(
 pub const PLAIN_JAAS_CONFIG: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
 
 const SASL_MECHANISMS_EXPECTED: &str =
-    "mechanisms Twinlog implements, comma-separated (PLAIN), for a SASL_PLAINTEXT listener";
-const JAAS_EXPECTED: &str = "a PlainLoginModule JAAS config with at least one user_<name>=\"<password>\" (the SASL_PLAINTEXT listener enables PLAIN)";
+    "mechanisms Twinlog implements, comma-separated (PLAIN), for a SASL listener";
+const JAAS_EXPECTED: &str = "a PlainLoginModule JAAS config with at least one user_<name>=\"<password>\" (the listener enables PLAIN)";
 
-/// Whether a listener entry names SASL_PLAINTEXT, and the entry without that scheme.
-fn strip_sasl_scheme(entry: &str) -> (bool, &str) {
-    match entry.trim().split_once("://") {
-        Some((name, rest)) if name.eq_ignore_ascii_case("SASL_PLAINTEXT") => (true, rest),
-        _ => (false, entry),
-    }
-}
-
-/// The SASL of a SASL_PLAINTEXT listener: `sasl.enabled.mechanisms` (Kafka's default,
-/// GSSAPI, is not implemented, so it must be set) and PLAIN's users.
-fn sasl_config<'a>(
-    get: &impl Fn(&str) -> Option<(&'a str, Scalar<'a>)>,
+/// The SASL of a SASL_PLAINTEXT or SASL_SSL listener: its `sasl.enabled.mechanisms`
+/// (Kafka's default, GSSAPI, is not implemented, so it must be set) and, with PLAIN,
+/// the users of `listener.name.<name>.plain.sasl.jaas.config`.
+fn sasl_config(
+    keys: &BTreeMap<String, toml::Value>,
+    listener: &str,
 ) -> Result<dataplane::net::sasl::SaslConfig, ConfigError> {
     use dataplane::net::sasl::{jaas_plain_users, SaslConfig, SUPPORTED_MECHANISMS};
-    let missing = |key: &str, expected| ConfigError::BadValue {
-        key: key.to_owned(),
+    let missing = |key: String, expected| ConfigError::BadValue {
+        key,
         value: String::new(),
         expected,
     };
-    let key = "sasl.enabled.mechanisms";
-    let (k, v) = get(key).ok_or_else(|| missing(key, SASL_MECHANISMS_EXPECTED))?;
+    let (k, v) = listener_setting(keys, listener, "sasl.enabled.mechanisms", true)
+        .ok_or_else(|| missing("sasl.enabled.mechanisms".into(), SASL_MECHANISMS_EXPECTED))?;
     let mechanisms: Vec<String> = v
-        .string(k, SASL_MECHANISMS_EXPECTED)?
+        .string(&k, SASL_MECHANISMS_EXPECTED)?
         .split(',')
         .map(|m| m.trim().to_ascii_uppercase())
         .filter(|m| !m.is_empty())
@@ -1211,25 +1403,146 @@ fn sasl_config<'a>(
             .iter()
             .any(|m| !SUPPORTED_MECHANISMS.contains(&m.as_str()))
     {
-        return Err(bad_value(k, &v, SASL_MECHANISMS_EXPECTED));
+        return Err(bad_value(&k, &v, SASL_MECHANISMS_EXPECTED));
     }
-    let (k, v) = get(PLAIN_JAAS_CONFIG).ok_or_else(|| missing(PLAIN_JAAS_CONFIG, JAAS_EXPECTED))?;
-    // The value is a secret: an error shows only that it is there.
-    let hidden = || ConfigError::BadValue {
-        key: PLAIN_JAAS_CONFIG.to_owned(),
-        value: "[hidden]".to_owned(),
-        expected: JAAS_EXPECTED,
-    };
-    let plain_users = jaas_plain_users(&v.string(k, JAAS_EXPECTED).map_err(|_| hidden())?)
-        .ok()
-        .filter(|u| !u.is_empty())
-        .ok_or_else(hidden)?;
+    let mut plain_users = BTreeMap::new();
+    if mechanisms.iter().any(|m| m == "PLAIN") {
+        let jaas_key = format!(
+            "listener.name.{}.plain.sasl.jaas.config",
+            listener.to_ascii_lowercase()
+        );
+        let (k, v) = listener_setting(keys, listener, "plain.sasl.jaas.config", false)
+            .ok_or_else(|| missing(jaas_key, JAAS_EXPECTED))?;
+        // The value is a secret: an error shows only that it is there.
+        let hidden = || ConfigError::BadValue {
+            key: k.clone(),
+            value: "[hidden]".to_owned(),
+            expected: JAAS_EXPECTED,
+        };
+        plain_users = jaas_plain_users(&v.string(&k, JAAS_EXPECTED).map_err(|_| hidden())?)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .ok_or_else(hidden)?;
+    }
     Ok(SaslConfig {
         mechanisms,
         plain_users,
     })
 }
 
+const PEM_TYPE_EXPECTED: &str = "PEM (Twinlog reads PEM keystores and truststores only)";
+const CLIENT_AUTH_EXPECTED: &str = "none, requested or required";
+const TLS_PROTOCOLS_EXPECTED: &str = "TLSv1.2 and/or TLSv1.3, comma-separated";
+
+/// The TLS of an SSL or SASL_SSL listener, from its `ssl.*` keys (Kafka's PEM
+/// keystore and truststore), loaded once here so that a bad file fails the start.
+fn tls_config(
+    keys: &BTreeMap<String, toml::Value>,
+    listener: &str,
+) -> Result<dataplane::net::tls::TlsConfig, ConfigError> {
+    use dataplane::net::tls::{parse_principal_rules, ClientAuth, Pem, TlsConfig};
+    let get = |key: &str| listener_setting(keys, listener, key, true);
+    let string = |key: &str, expected| -> Result<Option<(String, String)>, ConfigError> {
+        get(key)
+            .map(|(k, v)| Ok((k.clone(), v.string(&k, expected)?)))
+            .transpose()
+    };
+    for kind in ["ssl.keystore.type", "ssl.truststore.type"] {
+        if let Some((k, v)) = get(kind) {
+            if !v
+                .string(&k, PEM_TYPE_EXPECTED)?
+                .trim()
+                .eq_ignore_ascii_case("PEM")
+            {
+                return Err(bad_value(&k, &v, PEM_TYPE_EXPECTED));
+            }
+        }
+    }
+    if let Some((k, _)) = get("ssl.key.password") {
+        return Err(ConfigError::Listener {
+            key: k,
+            message: "encrypted private keys are not supported: give ssl.keystore.location an unencrypted PEM key, readable by the broker only".into(),
+        });
+    }
+    let keystore = match (
+        string("ssl.keystore.location", "a PEM file path")?,
+        string("ssl.keystore.key", "a PEM private key")?,
+        string("ssl.keystore.certificate.chain", "PEM certificates")?,
+    ) {
+        (Some((_, path)), None, None) => vec![Pem::File(PathBuf::from(path))],
+        (None, Some((_, key)), Some((_, chain))) => vec![Pem::Inline(key), Pem::Inline(chain)],
+        _ => {
+            return Err(ConfigError::Listener {
+                key: format!("listener.name.{}.ssl.keystore.location", listener.to_ascii_lowercase()),
+                message: format!("listener {listener} needs its server key and certificates: ssl.keystore.location (one PEM file with both), or ssl.keystore.key with ssl.keystore.certificate.chain"),
+            })
+        }
+    };
+    let truststore = match (
+        string("ssl.truststore.location", "a PEM file path")?,
+        string("ssl.truststore.certificates", "PEM certificates")?,
+    ) {
+        (Some((_, path)), None) => Some(Pem::File(PathBuf::from(path))),
+        (None, Some((_, certs))) => Some(Pem::Inline(certs)),
+        (None, None) => None,
+        (Some((k, _)), Some(_)) => {
+            return Err(ConfigError::Listener {
+                key: k,
+                message: "set ssl.truststore.location or ssl.truststore.certificates, not both"
+                    .into(),
+            })
+        }
+    };
+    let client_auth = match get("ssl.client.auth") {
+        Some((k, v)) => ClientAuth::parse(&v.string(&k, CLIENT_AUTH_EXPECTED)?)
+            .ok_or_else(|| bad_value(&k, &v, CLIENT_AUTH_EXPECTED))?,
+        None => ClientAuth::None,
+    };
+    let (mut tls12, mut tls13) = (true, true);
+    if let Some((k, v)) = get("ssl.enabled.protocols") {
+        (tls12, tls13) = (false, false);
+        for p in v
+            .string(&k, TLS_PROTOCOLS_EXPECTED)?
+            .split(',')
+            .map(str::trim)
+        {
+            match p {
+                "TLSv1.2" => tls12 = true,
+                "TLSv1.3" => tls13 = true,
+                "" => {}
+                _ => return Err(bad_value(&k, &v, TLS_PROTOCOLS_EXPECTED)),
+            }
+        }
+        if !(tls12 || tls13) {
+            return Err(bad_value(&k, &v, TLS_PROTOCOLS_EXPECTED));
+        }
+    }
+    let principal_rules = match string("ssl.principal.mapping.rules", "mapping rules")? {
+        Some((k, text)) => parse_principal_rules(&text)
+            .map_err(|message| ConfigError::Listener { key: k, message })?,
+        None => parse_principal_rules("DEFAULT").unwrap_or_default(),
+    };
+    let config = TlsConfig {
+        keystore,
+        truststore,
+        client_auth,
+        tls12,
+        tls13,
+        principal_rules,
+    };
+    config.load().map_err(|e| ConfigError::Listener {
+        key: format!(
+            "listener.name.{}.ssl.keystore.location",
+            listener.to_ascii_lowercase()
+        ),
+        message: format!("the TLS of listener {listener} does not load: {e}"),
+    })?;
+    Ok(config)
+}
+
+/// `host:port` of a `listeners` entry: an empty host means all interfaces, as in
+/// Kafka; `localhost` means 127.0.0.1; other host names are refused rather than
+/// resolved, so the bound address never depends on DNS.
 fn parse_listener(key: &str, raw: &str) -> Result<SocketAddr, ConfigError> {
     let bad = || ConfigError::BadValue {
         key: key.to_owned(),
@@ -1374,12 +1687,14 @@ mod tests {
             "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"plain\"\n{jaas}"
         ));
         assert_eq!(c.listen, addr("127.0.0.1:19092"));
-        let sasl = c.sasl.expect("SASL");
+        let sasl = c.listeners[0].sasl.clone().expect("SASL");
         assert_eq!(sasl.mechanisms, ["PLAIN"]);
         assert_eq!(sasl.plain_users["alice"], "s3cret");
-        assert!(parse("listeners = \"PLAINTEXT://127.0.0.1:19092\"")
-            .sasl
-            .is_none());
+        assert!(
+            parse("listeners = \"PLAINTEXT://127.0.0.1:19092\"").listeners[0]
+                .sasl
+                .is_none()
+        );
         let key_of = |e: ConfigError| match e {
             ConfigError::BadValue { key, value, .. } => (key, value),
             other => panic!("{other}"),
@@ -1402,11 +1717,129 @@ mod tests {
             (key.as_str(), value.as_str()),
             (PLAIN_JAAS_CONFIG, "[hidden]")
         );
-        // Not on a multi-node cluster yet.
-        let (key, _) = key_of(parse_err(&format!(
-            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n\"node.id\" = 0\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:19093,1@127.0.0.1:19094\"\n\"sasl.enabled.mechanisms\" = \"PLAIN\"\n{jaas}"
-        )));
-        assert_eq!(key, "listeners");
+        // Not as the inter-broker listener of a multi-node cluster.
+        let cluster = "\"node.id\" = 0\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:19093,1@127.0.0.1:19094\"\n\"sasl.enabled.mechanisms\" = \"PLAIN\"";
+        match parse_err(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{jaas}"
+        )) {
+            ConfigError::Listener { key, message } => {
+                assert_eq!(key, "inter.broker.listener.name");
+                assert!(message.contains("PLAINTEXT"), "{message}");
+            }
+            other => panic!("{other}"),
+        }
+        // Beside a PLAINTEXT inter-broker listener it is fine.
+        let c = parse(&format!(
+            "listeners = \"PLAINTEXT://127.0.0.1:19091,SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{jaas}"
+        ));
+        assert_eq!((c.listeners.len(), c.inter_broker), (2, 0));
+        assert_eq!(c.listen, addr("127.0.0.1:19091"));
+    }
+
+    /// A PEM file with a self-signed key pair for `localhost`.
+    fn test_keystore(dir: &Path) -> PathBuf {
+        let params = rcgen::CertificateParams::new(vec!["localhost".into()]).expect("params");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = params.self_signed(&key).expect("cert");
+        let path = dir.join("broker.pem");
+        std::fs::write(&path, format!("{}{}", key.serialize_pem(), cert.pem())).expect("write");
+        path
+    }
+
+    #[test]
+    fn named_listeners_take_their_protocols_addresses_and_settings() {
+        use dataplane::net::SecurityProtocol;
+        let dir = tempfile::tempdir().expect("dir");
+        let pem = test_keystore(dir.path());
+        let c = parse(&format!(
+            r#"
+            listeners = "INTERNAL://127.0.0.1:19091,EXTERNAL://0.0.0.0:19092,SSL://127.0.0.1:19093"
+            "advertised.listeners" = "INTERNAL://127.0.0.1:19091,EXTERNAL://10.0.0.1:19092"
+            "listener.security.protocol.map" = "INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL,SSL:SSL"
+            "inter.broker.listener.name" = "INTERNAL"
+            "ssl.keystore.type" = "PEM"
+            "ssl.keystore.location" = "{pem}"
+            "listener.name.ssl.ssl.client.auth" = "required"
+            "listener.name.ssl.ssl.truststore.location" = "{pem}"
+            "listener.name.ssl.ssl.principal.mapping.rules" = "RULE:^CN=(.*)$/$1/L"
+            "listener.name.external.sasl.enabled.mechanisms" = "PLAIN"
+            "listener.name.external.plain.sasl.jaas.config" = 'PlainLoginModule required user_bob="pw";'
+            "#,
+            pem = pem.display()
+        ));
+        let names: Vec<_> = c
+            .listeners
+            .iter()
+            .map(|l| (l.name.as_str(), l.protocol))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("INTERNAL", SecurityProtocol::Plaintext),
+                ("EXTERNAL", SecurityProtocol::SaslSsl),
+                ("SSL", SecurityProtocol::Ssl)
+            ]
+        );
+        assert_eq!(c.inter_broker, 0);
+        assert_eq!(c.advertised(), addr("127.0.0.1:19091"));
+        let external = &c.listeners[1];
+        assert_eq!(external.advertised(), addr("10.0.0.1:19092"));
+        assert!(external.sasl.is_some() && external.tls.is_some());
+        assert_eq!(
+            external.tls.as_ref().expect("tls").client_auth,
+            dataplane::net::tls::ClientAuth::None
+        );
+        let ssl = c.listeners[2].tls.as_ref().expect("tls");
+        assert_eq!(ssl.client_auth, dataplane::net::tls::ClientAuth::Required);
+        assert!(c.listeners[2].sasl.is_none());
+        assert_eq!(c.listeners[2].advertised(), addr("127.0.0.1:19093"));
+
+        let message = |text: &str| match parse_err(text) {
+            ConfigError::Listener { message, .. } => message,
+            other => other.to_string(),
+        };
+        // A name without a protocol, a name twice, an advertised name not listened on.
+        assert!(message("listeners = \"OUTSIDE://127.0.0.1:1\"")
+            .contains("listener.security.protocol.map"));
+        assert!(
+            message("listeners = \"PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2\"")
+                .contains("twice")
+        );
+        assert!(message(
+            "listeners = \"PLAINTEXT://127.0.0.1:1\"\n\"advertised.listeners\" = \"SSL://10.0.0.1:1\""
+        )
+        .contains("not a listener"));
+        // Two listeners, neither PLAINTEXT, and no inter-broker name.
+        assert!(message(&format!(
+            "listeners = \"SSL://127.0.0.1:1,SSL2://127.0.0.1:2\"\n\"listener.security.protocol.map\" = \"SSL:SSL,SSL2:SSL\"\n\"ssl.keystore.location\" = \"{}\"",
+            pem.display()
+        ))
+        .contains("no PLAINTEXT listener"));
+        // TLS without keys, with keys that do not load, with a JKS keystore.
+        assert!(message("listeners = \"SSL://127.0.0.1:1\"").contains("ssl.keystore.location"));
+        let junk = dir.path().join("junk.pem");
+        std::fs::write(&junk, "no pem here").expect("write");
+        assert!(message(&format!(
+            "listeners = \"SSL://127.0.0.1:1\"\n\"ssl.keystore.location\" = \"{}\"",
+            junk.display()
+        ))
+        .contains("does not load"));
+        assert!(message(&format!(
+            "listeners = \"SSL://127.0.0.1:1\"\n\"ssl.keystore.type\" = \"JKS\"\n\"ssl.keystore.location\" = \"{}\"",
+            pem.display()
+        ))
+        .contains("PEM"));
+        // Client certificates asked for with no CAs to check them against.
+        assert!(message(&format!(
+            "listeners = \"SSL://127.0.0.1:1\"\n\"ssl.client.auth\" = \"required\"\n\"ssl.keystore.location\" = \"{}\"",
+            pem.display()
+        ))
+        .contains("truststore"));
+        // A listener key for an unknown setting is an unknown key.
+        assert!(matches!(
+            parse_err("\"listener.name.ssl.ssl.bogus\" = 1"),
+            ConfigError::UnknownKey { .. }
+        ));
     }
 
     #[test]

@@ -208,6 +208,11 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     .leader_imbalance_check_interval_seconds
                     .saturating_mul(1000),
                 leader_imbalance_percentage: config.leader_imbalance_per_broker_percentage,
+                listeners: config
+                    .client_listeners()
+                    .iter()
+                    .map(|l| (l.name.clone(), l.advertised()))
+                    .collect(),
             },
             quorum: quorum_membership(&config),
         },
@@ -223,6 +228,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         topics = image.topics.len(), "twinlog starting"
     );
 
+    let client_listeners = config.client_listeners();
     let settings = Arc::new(ShardSettings {
         data_dir,
         socket_request_max_bytes: config.socket_request_max_bytes,
@@ -242,22 +248,25 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         ),
         static_configs: {
             let mut c = config.file_keys.clone();
-            let protocol = if config.sasl.is_some() {
-                "SASL_PLAINTEXT"
-            } else {
-                "PLAINTEXT"
+            let listed = |addr: fn(&dataplane::net::ListenerConfig) -> SocketAddr| {
+                client_listeners
+                    .iter()
+                    .map(|l| format!("{}://{}", l.name, addr(l)))
+                    .collect::<Vec<_>>()
+                    .join(",")
             };
-            c.insert(
-                "listeners".into(),
-                format!("{protocol}://{}", config.listen),
-            );
+            c.insert("listeners".into(), listed(|l| l.bind));
             c.insert(
                 "advertised.listeners".into(),
-                format!("{protocol}://{}", config.advertised()),
+                listed(dataplane::net::ListenerConfig::advertised),
+            );
+            c.insert(
+                "inter.broker.listener.name".into(),
+                client_listeners[config.inter_broker].name.clone(),
             );
             c
         },
-        sasl: config.sasl.clone().map(Arc::new),
+        listeners: client_listeners.clone(),
     });
     // The group coordinators follow the partition count `__consumer_offsets` already has.
     let offsets_partitions = metadata
@@ -311,7 +320,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             (group_config.clone(), txn_config.clone()),
         );
         let listen = config.roles.broker.then_some((
-            config.listen,
+            settings.listeners.clone(),
             config.listener_cpu_steering.then_some(shard_cfg.core),
         ));
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
@@ -447,7 +456,7 @@ fn quorum_membership(config: &BrokerConfig) -> Option<controlplane::controller::
 async fn run_shard(
     id: usize,
     shards: usize,
-    listen: Option<(SocketAddr, Option<usize>)>,
+    listen: Option<(Vec<dataplane::net::ListenerConfig>, Option<usize>)>,
     router: ShardRouter,
     metadata: Arc<MetadataCell>,
     (controller, mirror): (
@@ -494,26 +503,40 @@ async fn run_shard(
         }
     }
     // A controller-only node serves no clients.
-    let listener = match listen.map(|(at, cpu)| (at, dataplane::net::bind(at, cpu))) {
-        None => None,
-        Some((_, Ok(l))) => Some(l),
-        Some((at, Err(e))) => {
-            let _ = ready.send(Err((id, format!("cannot listen on {at}: {e}"))));
-            ctx.close_all().await;
-            return;
+    let mut listeners = Vec::new();
+    let (configs, cpu) = listen.unwrap_or_default();
+    for config in configs {
+        let bound = dataplane::net::bind(config.bind, cpu)
+            .map_err(|e| format!("cannot listen on {} ({}): {e}", config.bind, config.name))
+            .and_then(|l| {
+                let name = config.name.clone();
+                dataplane::net::ShardListener::new(config)
+                    .map(|spec| (l, Rc::new(spec)))
+                    .map_err(|e| format!("listener {name}: {e}"))
+            });
+        match bound {
+            Ok(l) => listeners.push(l),
+            Err(e) => {
+                let _ = ready.send(Err((id, e)));
+                ctx.close_all().await;
+                return;
+            }
         }
-    };
+    }
     tracing::info!(shard = id, partitions = opened, "shard serving");
     let _ = ready.send(Ok(id));
     let gate = glommio::sync::Gate::new();
-    let serving = listener.map(|listener| {
-        let ctx = Rc::clone(&ctx);
-        let stop = stop.clone();
-        let gate = gate.clone();
-        glommio::spawn_local(async move {
-            dataplane::net::run_listener(ctx, listener, stop, gate).await
+    let serving: Vec<_> = listeners
+        .into_iter()
+        .map(|(listener, spec)| {
+            let ctx = Rc::clone(&ctx);
+            let stop = stop.clone();
+            let gate = gate.clone();
+            glommio::spawn_local(async move {
+                dataplane::net::run_listener(ctx, listener, spec, stop, gate).await
+            })
         })
-    });
+        .collect();
     let isr = glommio::spawn_local(dataplane::fetcher::replica::maintain_isr(Rc::clone(&ctx)));
     let cleaner = glommio::spawn_local(dataplane::log::cleaner::task::run(
         Rc::clone(&ctx),
@@ -546,7 +569,7 @@ async fn run_shard(
     // Loads the owned `__transaction_state` partitions, then aborts timed-out transactions.
     let txns = glommio::spawn_local(Rc::clone(&txn_runtime).run(Rc::clone(&ctx)));
     let _ = stop.recv().await;
-    if let Some(serving) = serving {
+    for serving in serving {
         shutdown_step(id, "the listener stops", serving).await;
     }
     // A JoinGroup parked for a rebalance must not hold the connection open.

@@ -212,3 +212,286 @@ fn sasl_plain_serves_confluent_kafka_kafka_python_and_the_java_tools() {
     );
     assert!(configs.contains("listeners=SASL_PLAINTEXT://"), "{configs}");
 }
+
+/// A test CA and the PEM files signed by it, in `dir`: `ca.pem`, `broker.pem` (key
+/// and chain for 127.0.0.1 and localhost) and `alice.pem` (a client key pair, subject
+/// `CN=alice,O=Twinlog Tests`); `rogue.pem` is a client key pair no CA of the broker's
+/// signed.
+struct TestPki {
+    dir: std::path::PathBuf,
+}
+
+impl TestPki {
+    fn create(dir: &std::path::Path, ca_name: &str) -> TestPki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        std::fs::create_dir_all(dir).expect("pki dir");
+        let ca_key = KeyPair::generate().expect("CA key");
+        let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::CommonName, ca_name);
+        let ca_cert = ca.self_signed(&ca_key).expect("CA cert");
+        std::fs::write(dir.join("ca.pem"), ca_cert.pem()).expect("ca.pem");
+        let issuer = Issuer::new(ca, ca_key);
+        let leaf =
+            |file: &str, names: Vec<String>, cn: &str, signer: Option<&Issuer<'_, KeyPair>>| {
+                let key = KeyPair::generate().expect("key");
+                let mut params = CertificateParams::new(names).expect("params");
+                params
+                    .distinguished_name
+                    .push(DnType::OrganizationName, "Twinlog Tests");
+                params.distinguished_name.push(DnType::CommonName, cn);
+                let cert = match signer {
+                    Some(issuer) => params.signed_by(&key, issuer),
+                    None => params.self_signed(&key),
+                }
+                .expect("cert");
+                std::fs::write(
+                    dir.join(file),
+                    format!("{}{}", key.serialize_pem(), cert.pem()),
+                )
+                .expect("write pem");
+            };
+        leaf(
+            "broker.pem",
+            vec!["127.0.0.1".into(), "localhost".into()],
+            "broker",
+            Some(&issuer),
+        );
+        leaf("alice.pem", Vec::new(), "alice", Some(&issuer));
+        leaf("rogue.pem", Vec::new(), "alice", None);
+        TestPki {
+            dir: dir.to_owned(),
+        }
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+}
+
+/// kcat on `bootstrap` with these `-X` settings.
+fn kcat_with(
+    bootstrap: &str,
+    settings: &[String],
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> support::CmdOutput {
+    let mut cmd = Command::new("kcat");
+    cmd.args(["-b", bootstrap]);
+    for s in settings {
+        cmd.args(["-X", s]);
+    }
+    cmd.args(args);
+    run_command(&mut cmd, stdin, Duration::from_secs(30))
+}
+
+/// One broker with four listeners: PLAINTEXT (inter-broker, the harness's), SSL,
+/// SASL_SSL with PLAIN, and MTLS (SSL that requires a client certificate).
+fn tls_broker(pki: &TestPki) -> (Broker, [u16; 3]) {
+    let ports = [
+        support::free_port(),
+        support::free_port(),
+        support::free_port(),
+    ];
+    let config = format!(
+        r#""listeners" = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:{ssl},SASL_SSL://127.0.0.1:{sasl},MTLS://127.0.0.1:{mtls}"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,MTLS:SSL"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{broker}"
+"listener.name.mtls.ssl.client.auth" = "required"
+"listener.name.mtls.ssl.truststore.type" = "PEM"
+"listener.name.mtls.ssl.truststore.location" = "{ca}"
+"listener.name.sasl_ssl.sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_ssl.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}";'
+"offsets.topic.num.partitions" = 2
+"transaction.state.log.num.partitions" = 2
+"group.initial.rebalance.delay.ms" = 0
+"#,
+        ssl = ports[0],
+        sasl = ports[1],
+        mtls = ports[2],
+        broker = pki.path("broker.pem"),
+        ca = pki.path("ca.pem"),
+    );
+    (Broker::start(&config), ports)
+}
+
+#[test]
+fn tls_listeners_serve_kcat_over_ssl_sasl_ssl_and_mtls_and_reload_their_keys() {
+    if skip_if(missing_program("kcat"), "tls_kcat") {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("scratch");
+    let pki = TestPki::create(&scratch.path().join("pki"), "Twinlog test CA");
+    let (broker, [ssl, sasl_ssl, mtls]) = tls_broker(&pki);
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    let ssl_settings = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.ca.location={}", pki.path("ca.pem")),
+    ];
+    let out = kcat_with(
+        &at(ssl),
+        &ssl_settings,
+        &["-P", "-t", "tls", "-p", "0", "-X", "acks=all"],
+        Some(b"one\ntwo\nthree\n"),
+    );
+    assert_success(&out, &broker);
+    // Metadata on a listener names the brokers at their addresses on that listener.
+    let out = kcat_with(&at(ssl), &ssl_settings, &["-L", "-t", "tls"], None);
+    assert_success(&out, &broker);
+    assert!(
+        out.stdout.contains(&format!("at 127.0.0.1:{ssl}")),
+        "{}",
+        out.describe()
+    );
+    let read = ["-C", "-t", "tls", "-p", "0", "-o", "beginning", "-e", "-q"];
+    // SASL over TLS.
+    let sasl_settings = vec![
+        "security.protocol=SASL_SSL".to_string(),
+        format!("ssl.ca.location={}", pki.path("ca.pem")),
+        "sasl.mechanisms=PLAIN".into(),
+        "sasl.username=alice".into(),
+        format!("sasl.password={PASSWORD}"),
+    ];
+    let out = kcat_with(&at(sasl_ssl), &sasl_settings, &read, None);
+    assert_success(&out, &broker);
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        ["one", "two", "three"]
+    );
+    let mut wrong = sasl_settings.clone();
+    wrong[4] = "sasl.password=wrong".into();
+    let out = kcat_with(&at(sasl_ssl), &wrong, &["-L", "-m", "5"], None);
+    assert!(
+        !out.success() && out.stderr.contains("Authentication failed"),
+        "{}",
+        out.describe()
+    );
+    // Mutual TLS: a certificate the truststore's CA signed gets in; none, or one it
+    // did not sign, does not.
+    let with_cert = |file: &str| {
+        let mut s = ssl_settings.clone();
+        s.push(format!("ssl.key.location={}", pki.path(file)));
+        s.push(format!("ssl.certificate.location={}", pki.path(file)));
+        s
+    };
+    let out = kcat_with(&at(mtls), &with_cert("alice.pem"), &read, None);
+    assert_success(&out, &broker);
+    assert_eq!(out.stdout.lines().count(), 3, "{}", out.describe());
+    for settings in [ssl_settings.clone(), with_cert("rogue.pem")] {
+        let out = kcat_with(&at(mtls), &settings, &["-L", "-m", "5"], None);
+        assert!(
+            !out.success(),
+            "mTLS let in {settings:?}: {}",
+            out.describe()
+        );
+    }
+    assert!(
+        broker.log().contains("TLS handshake failed"),
+        "{}",
+        broker.log_tail(20)
+    );
+    // A client speaking plaintext to a TLS listener is closed, the broker unharmed.
+    let out = kcat_with(&at(ssl), &[], &["-L", "-m", "5"], None);
+    assert!(
+        !out.success(),
+        "plaintext on the SSL listener: {}",
+        out.describe()
+    );
+
+    // New keys from another CA: the listener takes them without a restart.
+    let renewed = TestPki::create(&scratch.path().join("renewed"), "Twinlog renewed CA");
+    std::fs::copy(renewed.path("broker.pem"), pki.path("broker.pem")).expect("replace keys");
+    let renewed_settings = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.ca.location={}", renewed.path("ca.pem")),
+    ];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = kcat_with(&at(ssl), &renewed_settings, &read, None);
+        if out.success() && out.stdout.lines().count() == 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the renewed keys were not taken: {}\n{}",
+            out.describe(),
+            broker.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        broker.log().contains("TLS keys reloaded"),
+        "{}",
+        broker.log_tail(20)
+    );
+    let (_, _, panicked) = broker.log_problems();
+    assert!(!panicked, "{}", broker.log_tail(40));
+}
+
+#[test]
+fn tls_listeners_serve_confluent_kafka_kafka_python_and_the_java_tools() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka", "kafka"]),
+        "tls_clients",
+    ) {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("scratch");
+    let pki = TestPki::create(&scratch.path().join("pki"), "Twinlog test CA");
+    let (broker, [ssl, sasl_ssl, mtls]) = tls_broker(&pki);
+    let ca = pki.path("ca.pem");
+    let sasl_bootstrap = format!("127.0.0.1:{sasl_ssl}");
+    let args = [
+        "roundtrip",
+        "--bootstrap",
+        &sasl_bootstrap,
+        "--user",
+        "alice",
+        "--password",
+        PASSWORD,
+        "--ca",
+        &ca,
+        "--topic",
+        "sasl-ssl",
+    ];
+    let out = run_python(&py, "sasl_clients.py", &args, Duration::from_secs(120));
+    assert_success(&out, &broker);
+
+    if skip_if(support::kafka::missing_kafka(), "tls_java_tools") {
+        return;
+    }
+    // Kafka's Java AdminClient with a PEM truststore, then with a PEM keystore too.
+    let properties = |name: &str, text: String| {
+        let path = broker.dir().join(name);
+        std::fs::write(&path, text).expect("client properties");
+        path.display().to_string()
+    };
+    let ssl_client = properties(
+        "ssl.properties",
+        format!("security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\n"),
+    );
+    let mtls_client = properties(
+        "mtls.properties",
+        format!(
+            "security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={ca}\nssl.keystore.type=PEM\nssl.keystore.location={}\n",
+            pki.path("alice.pem")
+        ),
+    );
+    let tool = |port: u16, client: &str, extra: &[&str]| {
+        let bootstrap = format!("127.0.0.1:{port}");
+        let mut args = vec!["--bootstrap-server", &bootstrap, "--command-config", client];
+        args.extend_from_slice(extra);
+        support::kafka::run_tool("kafka-topics", &args, None, Duration::from_secs(60))
+    };
+    let out = tool(
+        ssl,
+        &ssl_client,
+        &["--create", "--topic", "java-ssl", "--partitions", "2"],
+    );
+    support::kafka::expect_ok(&out, "kafka-topics --create over SSL");
+    let out = tool(mtls, &mtls_client, &["--describe", "--topic", "java-ssl"]);
+    support::kafka::expect_ok(&out, "kafka-topics --describe over mTLS");
+    assert!(out.stdout.contains("PartitionCount: 2"), "{}", out.stdout);
+}

@@ -78,6 +78,9 @@ pub struct ClusterSettings {
     pub leader_imbalance_check_ms: u64,
     /// `leader.imbalance.per.broker.percentage`.
     pub leader_imbalance_percentage: u32,
+    /// This broker's client listeners by name and what each advertises, registered so
+    /// that every broker can tell a client where the others are on its listener.
+    pub listeners: Vec<(String, SocketAddr)>,
 }
 
 impl Default for ClusterSettings {
@@ -92,6 +95,7 @@ impl Default for ClusterSettings {
             auto_leader_rebalance: true,
             leader_imbalance_check_ms: 300_000,
             leader_imbalance_percentage: 10,
+            listeners: Vec::new(),
         }
     }
 }
@@ -307,6 +311,7 @@ impl<P: PartitionOps> Controller<P> {
             default_replication_factor: config.cluster.default_replication_factor,
             internal_replication_factor: config.cluster.internal_replication_factor,
             expected_brokers: config.cluster.expected_brokers.max(1),
+            listeners: config.cluster.listeners.clone(),
         });
         for record in &replay.snapshot {
             state.apply(record)?;
@@ -1811,6 +1816,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 port: 9092,
                 rack: None,
+                listeners: Vec::new(),
             },
             MetadataRecord::FenceBroker { node_id: 0 },
         ]));

@@ -43,6 +43,10 @@ const KIND_CONTROLLED_SHUTDOWN: u8 = 12;
 const KIND_GUARD: u8 = 13;
 const KIND_CLUSTER_ID: u8 = 14;
 const KIND_VOTER_ENDPOINT: u8 = 15;
+/// KIND_BROKER with the broker's named listeners after it.
+const KIND_BROKER_LISTENERS: u8 = 16;
+/// Most listeners a broker registration may name.
+const LISTENERS_MAX: usize = 64;
 /// Longest replica list a partition record may carry.
 const REPLICAS_MAX: usize = 1024;
 
@@ -142,6 +146,11 @@ pub enum MetadataRecord {
         port: i32,
         /// `broker.rack`.
         rack: Option<String>,
+        /// Every client listener by name and the address it advertises (Kafka's
+        /// endpoints of RegisterBrokerRecord): a client is told the other brokers'
+        /// addresses on the listener it connected to. Empty in records written before
+        /// named listeners: `host:port` serves every listener then.
+        listeners: Vec<(String, String, i32)>,
     },
 }
 
@@ -311,8 +320,14 @@ impl MetadataRecord {
                 host,
                 port,
                 rack,
+                listeners,
             } => {
-                out.extend_from_slice(&[KIND_BROKER, RECORD_VERSION, flags]);
+                let kind = if listeners.is_empty() {
+                    KIND_BROKER
+                } else {
+                    KIND_BROKER_LISTENERS
+                };
+                out.extend_from_slice(&[kind, RECORD_VERSION, flags]);
                 out.extend_from_slice(&node_id.to_be_bytes());
                 put_str(&mut out, "host", host)?;
                 out.extend_from_slice(&port.to_be_bytes());
@@ -321,6 +336,20 @@ impl MetadataRecord {
                     Some(r) => {
                         out.push(1);
                         put_str(&mut out, "rack", r)?;
+                    }
+                }
+                if !listeners.is_empty() {
+                    if listeners.len() > LISTENERS_MAX {
+                        return Err(MetadataLogError::FieldTooLong {
+                            field: "listeners",
+                            len: listeners.len(),
+                        });
+                    }
+                    out.extend_from_slice(&(listeners.len() as u16).to_be_bytes());
+                    for (name, host, port) in listeners {
+                        put_str(&mut out, "listener name", name)?;
+                        put_str(&mut out, "listener host", host)?;
+                        out.extend_from_slice(&port.to_be_bytes());
                     }
                 }
             }
@@ -428,8 +457,9 @@ impl MetadataRecord {
                 host: r.string()?,
                 port: r.i32()?,
                 rack: None,
+                listeners: Vec::new(),
             },
-            KIND_BROKER => MetadataRecord::RegisterBroker {
+            KIND_BROKER | KIND_BROKER_LISTENERS => MetadataRecord::RegisterBroker {
                 node_id: r.i32()?,
                 host: r.string()?,
                 port: r.i32()?,
@@ -437,6 +467,17 @@ impl MetadataRecord {
                     0 => None,
                     1 => Some(r.string()?),
                     _ => return Err(DecodeError::InvalidField("rack presence")),
+                },
+                listeners: if kind == KIND_BROKER_LISTENERS {
+                    let n = usize::from(r.u16()?);
+                    if n > LISTENERS_MAX {
+                        return Err(DecodeError::InvalidField("listener count"));
+                    }
+                    (0..n)
+                        .map(|_| Ok((r.string()?, r.string()?, r.i32()?)))
+                        .collect::<Result<_, DecodeError>>()?
+                } else {
+                    Vec::new()
                 },
             },
             other => return Err(DecodeError::UnknownKind(other)),
@@ -509,6 +550,10 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array()?))
     }
 
     fn i32(&mut self) -> Result<i32, DecodeError> {
@@ -786,12 +831,17 @@ mod tests {
                 host: "10.0.0.7".into(),
                 port: 9092,
                 rack: Some("r1".into()),
+                listeners: Vec::new(),
             },
             MetadataRecord::RegisterBroker {
                 node_id: 3,
                 host: "10.0.0.8".into(),
                 port: 9092,
                 rack: None,
+                listeners: vec![
+                    ("PLAINTEXT".into(), "10.0.0.8".into(), 9092),
+                    ("SASL_SSL".into(), "10.0.0.8".into(), 9094),
+                ],
             },
         ]
     }

@@ -152,6 +152,8 @@ pub struct NodeSettings {
     pub internal_replication_factor: i16,
     /// The cluster's size as configured (the controller quorum's voters; 1 alone).
     pub expected_brokers: usize,
+    /// This broker's client listeners by name and the address each advertises.
+    pub listeners: Vec<(String, SocketAddr)>,
 }
 
 /// A registered broker, as the controller knows it.
@@ -160,6 +162,9 @@ pub struct BrokerInfo {
     /// Where clients reach it.
     pub addr: SocketAddr,
     pub rack: Option<String>,
+    /// Its client listeners by name and what each advertises (empty: `addr` serves
+    /// every listener, as registered before named listeners).
+    pub listeners: BTreeMap<String, SocketAddr>,
     /// No heartbeat within `broker.session.timeout.ms`: it leads nothing and is in no ISR.
     pub fenced: bool,
     /// It asked to shut down: leaderships move away, it takes none.
@@ -369,6 +374,11 @@ impl ControllerState {
                 host: b.addr.ip().to_string(),
                 port: i32::from(b.addr.port()),
                 rack: b.rack.clone(),
+                listeners: b
+                    .listeners
+                    .iter()
+                    .map(|(name, a)| (name.clone(), a.ip().to_string(), i32::from(a.port())))
+                    .collect(),
             });
             if b.fenced {
                 out.push(MetadataRecord::FenceBroker { node_id: *node_id });
@@ -401,6 +411,14 @@ impl ControllerState {
         let mut image = MetadataImage::empty(cluster_id.clone(), s.node_id, s.advertised);
         image.offset = self.applied;
         image.brokers = self.brokers.iter().map(|(id, b)| (*id, b.addr)).collect();
+        image.listeners = self
+            .brokers
+            .iter()
+            .map(|(id, b)| (*id, b.listeners.clone()))
+            .collect();
+        image
+            .listeners
+            .insert(s.node_id, s.listeners.iter().cloned().collect());
         image.fenced = self
             .brokers
             .iter()
@@ -451,7 +469,10 @@ impl ControllerState {
     /// controlled shutdown (a restarted broker registers again).
     pub fn is_registered(&self) -> bool {
         self.brokers.get(&self.settings.node_id).is_some_and(|b| {
-            b.addr == self.settings.advertised && b.rack == self.settings.rack && !b.shutting_down
+            b.addr == self.settings.advertised
+                && b.rack == self.settings.rack
+                && b.listeners == self.settings.listeners.iter().cloned().collect()
+                && !b.shutting_down
         })
     }
 
@@ -462,6 +483,12 @@ impl ControllerState {
             host: self.settings.advertised.ip().to_string(),
             port: i32::from(self.settings.advertised.port()),
             rack: self.settings.rack.clone(),
+            listeners: self
+                .settings
+                .listeners
+                .iter()
+                .map(|(name, a)| (name.clone(), a.ip().to_string(), i32::from(a.port())))
+                .collect(),
         }
     }
 
@@ -746,15 +773,30 @@ impl ControllerState {
                 host,
                 port,
                 rack,
+                listeners,
             } => {
                 let addr = format!("{host}:{port}")
                     .parse::<std::net::SocketAddr>()
                     .map_err(|_| fail(format!("broker address {host}:{port} is not ip:port")))?;
+                let listeners = listeners
+                    .iter()
+                    .map(|(name, host, port)| {
+                        let a = format!("{host}:{port}")
+                            .parse::<SocketAddr>()
+                            .map_err(|_| {
+                                fail(format!(
+                                    "listener {name} address {host}:{port} is not ip:port"
+                                ))
+                            })?;
+                        Ok((name.clone(), a))
+                    })
+                    .collect::<Result<BTreeMap<_, _>, StateError>>()?;
                 self.brokers.insert(
                     *node_id,
                     BrokerInfo {
                         addr,
                         rack: rack.clone(),
+                        listeners,
                         fenced: false,
                         shutting_down: false,
                     },

@@ -95,6 +95,10 @@ pub struct MetadataImage {
     pub fenced: std::collections::BTreeSet<i32>,
     /// `broker.rack` of the registered brokers that have one.
     pub racks: BTreeMap<i32, String>,
+    /// The client listeners of the brokers (this node's from its config, the others'
+    /// as registered) by name, and what each advertises. A broker with none listed
+    /// serves every listener at its `brokers` address.
+    pub listeners: BTreeMap<i32, BTreeMap<String, SocketAddr>>,
     /// The active controller's node id (this node when alone).
     pub controller_id: i32,
 }
@@ -146,6 +150,7 @@ impl MetadataImage {
             brokers: BTreeMap::new(),
             fenced: Default::default(),
             racks: BTreeMap::new(),
+            listeners: BTreeMap::new(),
             controller_id: node_id,
         }
     }
@@ -164,15 +169,34 @@ impl MetadataImage {
         node == self.node_id || (self.brokers.contains_key(&node) && !self.fenced.contains(&node))
     }
 
-    /// KIP-951's endpoints of `nodes`: (id, host, port, rack), the unknown ones left out.
+    /// The brokers Metadata lists to a client of `listener`, at their addresses on it
+    /// (a broker without that listener is left out, as Kafka does).
+    pub fn live_brokers_on(&self, listener: &str) -> Vec<(i32, SocketAddr)> {
+        self.live_brokers()
+            .into_iter()
+            .filter_map(|(id, _)| Some((id, self.address_on(id, listener)?)))
+            .collect()
+    }
+
+    /// Where a client of `listener` reaches broker `node`.
+    pub fn address_on(&self, node: i32, listener: &str) -> Option<SocketAddr> {
+        match self.listeners.get(&node) {
+            Some(by_name) if !by_name.is_empty() => by_name.get(listener).copied(),
+            _ => self.broker_address(node),
+        }
+    }
+
+    /// KIP-951's endpoints of `nodes` on `listener`: (id, host, port, rack), the
+    /// unknown ones left out.
     pub fn endpoints(
         &self,
         nodes: impl IntoIterator<Item = i32>,
+        listener: &str,
     ) -> Vec<(i32, String, i32, Option<String>)> {
         nodes
             .into_iter()
             .filter_map(|id| {
-                let addr = self.broker_address(id)?;
+                let addr = self.address_on(id, listener)?;
                 Some((
                     id,
                     addr.ip().to_string(),

@@ -1,4 +1,5 @@
-"""SASL/PLAIN with confluent-kafka and kafka-python against a SASL_PLAINTEXT listener.
+"""SASL/PLAIN with confluent-kafka and kafka-python against a SASL_PLAINTEXT listener,
+or a SASL_SSL one with --ca naming the CA that signed the broker's certificate.
 
 `roundtrip`: a confluent-kafka producer (acks=all) writes --count records, a
 confluent-kafka consumer and a kafka-python consumer read every one back, all
@@ -15,14 +16,21 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kt_common import fail, summary
 
 
+def protocol(a):
+    return "SASL_SSL" if a.ca else "SASL_PLAINTEXT"
+
+
 def ck_conf(a, password=None):
-    return {
+    conf = {
         "bootstrap.servers": a.bootstrap,
-        "security.protocol": "SASL_PLAINTEXT",
+        "security.protocol": protocol(a),
         "sasl.mechanisms": "PLAIN",
         "sasl.username": a.user,
         "sasl.password": password or a.password,
     }
+    if a.ca:
+        conf["ssl.ca.location"] = a.ca
+    return conf
 
 
 def roundtrip(a):
@@ -50,10 +58,11 @@ def roundtrip(a):
         fail("confluent-kafka consumed %d of %d over SASL/PLAIN" % (len(got), a.count))
 
     from kafka import KafkaConsumer
-    kc = KafkaConsumer(a.topic, bootstrap_servers=a.bootstrap, security_protocol="SASL_PLAINTEXT",
+    tls = {"ssl_cafile": a.ca, "ssl_check_hostname": True} if a.ca else {}
+    kc = KafkaConsumer(a.topic, bootstrap_servers=a.bootstrap, security_protocol=protocol(a),
                        sasl_mechanism="PLAIN", sasl_plain_username=a.user,
                        sasl_plain_password=a.password, auto_offset_reset="earliest",
-                       consumer_timeout_ms=10000, group_id="sasl-kp")
+                       consumer_timeout_ms=10000, group_id="sasl-kp", **tls)
     kp = {r.value for r in kc}
     kc.close()
     if kp != got:
@@ -80,6 +89,7 @@ def main():
     ap.add_argument("--user", required=True)
     ap.add_argument("--password", required=True)
     ap.add_argument("--count", type=int, default=200)
+    ap.add_argument("--ca", help="PEM CA file: SASL_SSL instead of SASL_PLAINTEXT")
     a = ap.parse_args()
     {"roundtrip": roundtrip, "refused": refused}[a.mode](a)
 

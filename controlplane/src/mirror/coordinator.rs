@@ -1806,7 +1806,7 @@ mod tests {
             cleaner: Default::default(),
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
-            sasl: None,
+            listeners: Vec::new(),
         });
         let mut ctxs = Vec::new();
         for (id, queue) in queues.into_iter().enumerate() {

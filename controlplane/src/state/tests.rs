@@ -15,6 +15,7 @@ fn settings(node_id: i32) -> NodeSettings {
         default_replication_factor: 3,
         internal_replication_factor: 3,
         expected_brokers: 3,
+        listeners: Vec::new(),
     }
 }
 
@@ -25,6 +26,7 @@ fn register(state: &mut ControllerState, node: i32, rack: Option<&str>) {
             host: "127.0.0.1".into(),
             port: 9092 + node,
             rack: rack.map(str::to_string),
+            listeners: Vec::new(),
         })
         .expect("register");
 }
@@ -614,4 +616,51 @@ fn a_mirror_into_a_cluster_of_several_brokers_is_planned_like_one_into_a_single_
         );
         assert!(!plan.records.is_empty(), "{brokers} brokers mirror");
     }
+}
+
+#[test]
+fn brokers_are_listed_at_their_address_on_the_clients_listener() {
+    let mut state = ControllerState::new(NodeSettings {
+        listeners: vec![
+            ("PLAINTEXT".into(), "127.0.0.1:9092".parse().expect("addr")),
+            ("EXTERNAL".into(), "10.0.0.1:9094".parse().expect("addr")),
+        ],
+        ..settings(0)
+    });
+    state.apply(&state.registration()).expect("register self");
+    assert!(state.is_registered());
+    state
+        .apply(&MetadataRecord::RegisterBroker {
+            node_id: 1,
+            host: "127.0.0.2".into(),
+            port: 9092,
+            rack: None,
+            listeners: vec![
+                ("PLAINTEXT".into(), "127.0.0.2".into(), 9092),
+                ("EXTERNAL".into(), "10.0.0.2".into(), 9094),
+            ],
+        })
+        .expect("register 1");
+    // Registered before named listeners: one address for every listener.
+    register(&mut state, 2, None);
+    let image = state.image();
+    let on = |listener: &str| {
+        image
+            .live_brokers_on(listener)
+            .into_iter()
+            .map(|(id, a)| (id, a.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        on("EXTERNAL"),
+        [
+            (0, "10.0.0.1:9094".into()),
+            (1, "10.0.0.2:9094".into()),
+            (2, "127.0.0.1:9094".into())
+        ]
+    );
+    assert_eq!(on("PLAINTEXT")[1], (1, "127.0.0.2:9092".into()));
+    // A listener a broker does not have leaves it out, as Kafka does.
+    assert_eq!(on("OTHER"), [(2, "127.0.0.1:9094".into())]);
+    assert_eq!(image.endpoints([1], "EXTERNAL")[0].2, 9094);
 }

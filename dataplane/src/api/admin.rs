@@ -201,7 +201,7 @@ pub(crate) mod test_support {
             cleaner: Default::default(),
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
-            sasl: None,
+            listeners: Vec::new(),
         }
     }
 

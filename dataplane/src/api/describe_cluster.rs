@@ -24,6 +24,7 @@ const CLUSTER_OPERATIONS: i32 =
 
 fn build(
     image: &MetadataImage,
+    listener: &str,
     endpoint_type: i8,
     include_operations: bool,
     version: i16,
@@ -42,7 +43,7 @@ fn build(
         return resp;
     }
     resp.brokers = image
-        .live_brokers()
+        .live_brokers_on(listener)
         .into_iter()
         .map(|(id, addr)| {
             DescribeClusterBroker::default()
@@ -60,12 +61,14 @@ fn build(
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    listener: &str,
     request: DescribeClusterRequest,
     version: i16,
 ) -> DescribeClusterResponse {
     let image = ctx.metadata.load();
     build(
         &image,
+        listener,
         request.endpoint_type,
         request.include_cluster_authorized_operations,
         version,
@@ -82,7 +85,7 @@ mod tests {
 
     #[test]
     fn describes_this_node() {
-        let r = build(&image(), ENDPOINT_BROKERS, false, 1);
+        let r = build(&image(), "PLAINTEXT", ENDPOINT_BROKERS, false, 1);
         assert_eq!(r.error_code, 0);
         assert_eq!(r.cluster_id.as_str(), "cid");
         assert_eq!(r.controller_id, BrokerId(4));
@@ -91,19 +94,22 @@ mod tests {
         assert_eq!(r.brokers[0].port, 9093);
         assert_eq!(r.cluster_authorized_operations, i32::MIN);
         assert_eq!(
-            build(&image(), 1, true, 0).cluster_authorized_operations,
+            build(&image(), "PLAINTEXT", 1, true, 0).cluster_authorized_operations,
             CLUSTER_OPERATIONS
         );
     }
 
     #[test]
     fn controller_endpoints_are_unsupported() {
-        let r = build(&image(), 2, false, 1);
+        let r = build(&image(), "PLAINTEXT", 2, false, 1);
         assert_eq!(r.error_code, ResponseError::UnsupportedEndpointType.code());
         assert_eq!(r.endpoint_type, 2);
         assert!(r.brokers.is_empty());
         // v0 has no endpoint type: always brokers.
-        assert_eq!(build(&image(), 1, false, 0).endpoint_type, ENDPOINT_BROKERS);
+        assert_eq!(
+            build(&image(), "PLAINTEXT", 1, false, 0).endpoint_type,
+            ENDPOINT_BROKERS
+        );
     }
 }
 
@@ -116,8 +122,8 @@ mod encode_tests {
     fn encodes_at_every_version() {
         let image = MetadataImage::empty("c".into(), 0, "127.0.0.1:9092".parse().expect("addr"));
         for v in 0..=1 {
-            encodes(&build(&image, 1, true, v), v);
+            encodes(&build(&image, "PLAINTEXT", 1, true, v), v);
         }
-        encodes(&build(&image, 2, false, 1), 1);
+        encodes(&build(&image, "PLAINTEXT", 2, false, 1), 1);
     }
 }

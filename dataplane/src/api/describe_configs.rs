@@ -746,7 +746,7 @@ mod tests {
             cleaner: Default::default(),
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
-            sasl: None,
+            listeners: Vec::new(),
         };
         let entries = broker_entries(3, &settings);
         assert!(entries.iter().all(|e| e.read_only));

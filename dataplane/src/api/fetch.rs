@@ -248,7 +248,12 @@ struct Wanted {
     partition: FetchPartition,
 }
 
-pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    listener: &str,
+    request: FetchRequest,
+    version: i16,
+) -> FetchResponse {
     let started = Instant::now();
     let image = ctx.metadata.load();
     let read_committed = request.isolation_level == 1;
@@ -431,7 +436,7 @@ pub async fn handle(ctx: &Rc<ShardCtx>, request: FetchRequest, version: i16) -> 
     let mut resp = FetchResponse::default().with_responses(topics);
     if version >= 16 {
         resp.node_endpoints = image
-            .endpoints(endpoints)
+            .endpoints(endpoints, listener)
             .into_iter()
             .map(|(id, host, port, rack)| {
                 NodeEndpoint::default()

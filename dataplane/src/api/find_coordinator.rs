@@ -17,6 +17,7 @@ use crate::shard::ShardCtx;
 
 pub fn handle(
     ctx: &Rc<ShardCtx>,
+    listener: &str,
     request: FindCoordinatorRequest,
     version: i16,
 ) -> FindCoordinatorResponse {
@@ -28,7 +29,7 @@ pub fn handle(
             .into_iter()
             .map(|key| {
                 let c = Coordinator::default();
-                match coordinator_of(&image, key_type, &key) {
+                match coordinator_of(&image, listener, key_type, &key) {
                     Some((node, addr)) => c
                         .with_node_id(BrokerId(node))
                         .with_host(str_bytes(addr.ip().to_string()))
@@ -42,7 +43,7 @@ pub fn handle(
             .collect();
         return FindCoordinatorResponse::default().with_coordinators(coordinators);
     }
-    match coordinator_of(&image, key_type, &request.key) {
+    match coordinator_of(&image, listener, key_type, &request.key) {
         Some((node, addr)) => FindCoordinatorResponse::default()
             .with_node_id(BrokerId(node))
             .with_host(str_bytes(addr.ip().to_string()))
@@ -58,6 +59,7 @@ pub fn handle(
 /// that topic does not exist. `None`: the partition has no leader right now.
 fn coordinator_of(
     image: &MetadataImage,
+    listener: &str,
     key_type: i8,
     key: &StrBytes,
 ) -> Option<(i32, std::net::SocketAddr)> {
@@ -73,12 +75,12 @@ fn coordinator_of(
         )
     };
     let Some(t) = image.topic(topic).filter(|t| !t.partitions.is_empty()) else {
-        return Some((image.node_id, image.advertised));
+        return Some((image.node_id, image.address_on(image.node_id, listener)?));
     };
     let p = partition_for(key, t.partitions.len() as i32);
     let leader = t.partitions.get(p as usize)?.leader;
     if leader < 0 {
         return None;
     }
-    Some((leader, image.broker_address(leader)?))
+    Some((leader, image.address_on(leader, listener)?))
 }

@@ -17,6 +17,7 @@ use crate::shard::ShardCtx;
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    listener: &str,
     request: MetadataRequest,
     version: i16,
 ) -> MetadataResponse {
@@ -94,16 +95,17 @@ pub async fn handle(
             })
             .collect(),
     };
-    build(&image, topics, version)
+    build(&image, listener, topics, version)
 }
 
 fn build(
     image: &MetadataImage,
+    listener: &str,
     topics: Vec<MetadataResponseTopic>,
     version: i16,
 ) -> MetadataResponse {
     let brokers = image
-        .live_brokers()
+        .live_brokers_on(listener)
         .into_iter()
         .map(|(id, addr)| {
             MetadataResponseBroker::default()

@@ -113,6 +113,7 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
 /// Dispatches one request. `None`: the request gets no response (Produce with acks=0).
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    conn: &crate::net::ConnInfo,
     header: &RequestHeader,
     request: RequestKind,
 ) -> Option<ResponseKind> {
@@ -134,15 +135,19 @@ pub async fn handle(
                 ))),
         ),
         RequestKind::FindCoordinator(r) => {
-            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, r, version))
+            ResponseKind::FindCoordinator(find_coordinator::handle(ctx, &conn.listener, r, version))
         }
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, version).await),
+        RequestKind::Metadata(r) => {
+            ResponseKind::Metadata(metadata::handle(ctx, &conn.listener, r, version).await)
+        }
         RequestKind::Produce(r) => {
-            return produce::handle(ctx, r, version)
+            return produce::handle(ctx, &conn.listener, r, version)
                 .await
                 .map(ResponseKind::Produce)
         }
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, version).await),
+        RequestKind::Fetch(r) => {
+            ResponseKind::Fetch(fetch::handle(ctx, &conn.listener, r, version).await)
+        }
         RequestKind::ListOffsets(r) => {
             ResponseKind::ListOffsets(list_offsets::handle(ctx, r, version).await)
         }
@@ -185,9 +190,9 @@ pub async fn handle(
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
             alter_configs::handle_incremental(ctx, r, version).await,
         ),
-        RequestKind::DescribeCluster(r) => {
-            ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, version).await)
-        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(
+            describe_cluster::handle(ctx, &conn.listener, r, version).await,
+        ),
         RequestKind::DeleteRecords(r) => {
             ResponseKind::DeleteRecords(delete_records::handle(ctx, r, version).await)
         }

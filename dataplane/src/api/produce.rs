@@ -296,6 +296,7 @@ type PartitionWork = ((usize, usize), (TopicPartition, Option<Bytes>));
 
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
+    listener: &str,
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
@@ -418,7 +419,7 @@ pub async fn handle(
     let mut response = ProduceResponse::default().with_responses(responses);
     if version >= 10 {
         response.node_endpoints = image
-            .endpoints(endpoints)
+            .endpoints(endpoints, listener)
             .into_iter()
             .map(|(id, host, port, rack)| {
                 NodeEndpoint::default()

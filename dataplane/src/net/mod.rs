@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
@@ -21,9 +22,12 @@ use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeade
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 mod frame;
+pub mod listener;
 pub mod sasl;
+pub mod tls;
 
 pub use frame::ResponseFrame;
+pub use listener::{ListenerConfig, SecurityProtocol};
 
 use crate::api;
 use crate::shard::ShardCtx;
@@ -70,11 +74,57 @@ pub enum ConnectionError {
     MirrorEncode { key: i16, message: String },
 }
 
+/// One listener as a shard serves it: its config and, for SSL and SASL_SSL, the
+/// shard's TLS acceptor.
+#[derive(Debug)]
+pub struct ShardListener {
+    pub config: ListenerConfig,
+    pub tls: Option<tls::ShardTls>,
+}
+
+impl ShardListener {
+    pub fn new(config: ListenerConfig) -> Result<ShardListener, tls::TlsError> {
+        let tls = config
+            .tls
+            .as_ref()
+            .map(|t| tls::ShardTls::new(&config.name, Arc::clone(t)))
+            .transpose()?;
+        Ok(ShardListener { config, tls })
+    }
+}
+
+/// Who is on the other end of a connection, as the API handlers see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnInfo {
+    /// The client's address, for log lines.
+    pub peer: String,
+    /// The listener it connected to (upper case).
+    pub listener: String,
+    /// Kafka's principal: `User:<name>` once SASL authenticated it, `User:<subject>`
+    /// from a TLS client certificate, `User:ANONYMOUS` otherwise.
+    pub principal: String,
+}
+
+impl ConnInfo {
+    /// A connection on the PLAINTEXT listener (tests and internal callers).
+    pub fn anonymous(peer: &str) -> ConnInfo {
+        ConnInfo {
+            peer: peer.to_owned(),
+            listener: "PLAINTEXT".into(),
+            principal: "User:ANONYMOUS".into(),
+        }
+    }
+}
+
+/// How long a client may take to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Accepts connections until `stop` closes; each connection runs as its own task.
 /// Connections are spawned in `gate`, so shutdown can wait for them to finish.
 pub async fn run_listener(
     ctx: Rc<ShardCtx>,
     listener: TcpListener,
+    spec: Rc<ShardListener>,
     stop: async_channel::Receiver<()>,
     gate: glommio::sync::Gate,
 ) {
@@ -90,7 +140,8 @@ pub async fn run_listener(
             Some(Ok(stream)) => {
                 let ctx = Rc::clone(&ctx);
                 let stop = stop.clone();
-                match gate.spawn(async move { serve_connection(ctx, stream, stop).await }) {
+                let spec = Rc::clone(&spec);
+                match gate.spawn(async move { serve_connection(ctx, stream, spec, stop).await }) {
                     Ok(task) => {
                         task.detach();
                     }
@@ -103,7 +154,7 @@ pub async fn run_listener(
             }
         }
     }
-    tracing::debug!(shard = ctx.id, ?addr, "listener stopped");
+    tracing::debug!(shard = ctx.id, ?addr, listener = %spec.config.name, "listener stopped");
 }
 
 /// Binds the shard's listener socket (SO_REUSEPORT). With `incoming_cpu` (the core the
@@ -138,14 +189,71 @@ fn into_glommio_listener(socket: socket2::Socket) -> TcpListener {
 
 async fn serve_connection(
     ctx: Rc<ShardCtx>,
-    mut stream: TcpStream,
+    stream: TcpStream,
+    spec: Rc<ShardListener>,
     stop: async_channel::Receiver<()>,
 ) {
     let peer = stream
         .peer_addr()
         .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
-    let mut sasl = ctx.settings.sasl.clone().map(sasl::SaslSession::new);
+    let mut conn = ConnInfo {
+        peer,
+        listener: spec.config.name.clone(),
+        principal: "User:ANONYMOUS".into(),
+    };
+    let Some(tls) = &spec.tls else {
+        return serve_stream(&ctx, stream, &spec, conn, stop).await;
+    };
+    let handshake = futures_lite::future::or(
+        async {
+            match glommio::timer::timeout(TLS_HANDSHAKE_TIMEOUT, async {
+                Ok(tls.acceptor().accept(stream).await)
+            })
+            .await
+            {
+                Ok(done) => Some(done),
+                Err(_) => Some(Err(std::io::Error::from(std::io::ErrorKind::TimedOut))),
+            }
+        },
+        async {
+            let _ = stop.recv().await;
+            None
+        },
+    )
+    .await;
+    let stream = match handshake {
+        None => return,
+        Some(Ok(stream)) => stream,
+        Some(Err(e)) => {
+            tracing::info!(client = %conn.peer, listener = %conn.listener, error = %e, "TLS handshake failed; closing connection");
+            return;
+        }
+    };
+    match tls.config.principal(stream.get_ref().1.peer_certificates()) {
+        Ok(principal) => conn.principal = principal,
+        Err(e) => {
+            tracing::warn!(client = %conn.peer, listener = %conn.listener, error = %e, "TLS client refused; closing connection");
+            let mut stream = stream;
+            let _ = stream.close().await;
+            return;
+        }
+    }
+    tracing::debug!(client = %conn.peer, principal = %conn.principal, "TLS connection");
+    serve_stream(&ctx, stream, &spec, conn, stop).await;
+}
+
+/// Serves one connection's frames, over TCP or TLS.
+async fn serve_stream<S>(
+    ctx: &Rc<ShardCtx>,
+    mut stream: S,
+    spec: &ShardListener,
+    mut conn: ConnInfo,
+    stop: async_channel::Receiver<()>,
+) where
+    S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin,
+{
+    let mut sasl = spec.config.sasl.clone().map(sasl::SaslSession::new);
     loop {
         // Before authentication a frame is at most a SASL token's size (Kafka's
         // `sasl.server.max.receive.size`): an unauthenticated peer cannot make the
@@ -166,14 +274,14 @@ async fn serve_connection(
             Ok(None) => break,
             Err(ConnectionError::Io(e)) if is_disconnect(&e) => break,
             Err(e) => {
-                tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
                 break;
             }
         };
         // A SASL listener serves nothing but ApiVersions and the exchange itself until
         // the connection has authenticated.
         if let Some(session) = sasl.as_mut().filter(|_| authenticating) {
-            match sasl_step(&ctx, session, frame, &peer).await {
+            match sasl_step(ctx, session, frame, &conn).await {
                 Ok((response, sasl::Next::Continue)) => {
                     if let Some(response) = response {
                         if write_frame(&mut stream, &response).await.is_err() {
@@ -181,36 +289,37 @@ async fn serve_connection(
                         }
                     }
                     if let Some(user) = session.principal() {
-                        tracing::debug!(client = %peer, %user, "authenticated");
+                        conn.principal = format!("User:{user}");
+                        tracing::debug!(client = %conn.peer, principal = %conn.principal, "authenticated");
                     }
                 }
                 Ok((response, sasl::Next::Close)) => {
-                    tracing::info!(client = %peer, shard = ctx.id, "SASL authentication refused; closing connection");
+                    tracing::info!(client = %conn.peer, shard = ctx.id, "SASL authentication refused; closing connection");
                     if let Some(response) = response {
                         let _ = write_frame(&mut stream, &response).await;
                     }
                     break;
                 }
                 Err(e) => {
-                    tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                    tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
                     break;
                 }
             }
             continue;
         }
         let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
-        match timer.finish(handle_frame(&ctx, frame, &peer).await) {
+        match timer.finish(handle_frame(ctx, frame, &conn).await) {
             Ok(Some(response)) => {
                 if let Err(e) = write_frame(&mut stream, &response).await {
                     if !is_disconnect(&e) {
-                        tracing::debug!(client = %peer, error = %e, "write failed");
+                        tracing::debug!(client = %conn.peer, error = %e, "write failed");
                     }
                     break;
                 }
             }
             Ok(None) => {}
             Err(e) => {
-                tracing::warn!(client = %peer, shard = ctx.id, error = %e, "closing connection");
+                tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
                 break;
             }
         }
@@ -226,7 +335,7 @@ async fn sasl_step(
     ctx: &Rc<ShardCtx>,
     session: &mut sasl::SaslSession,
     mut frame: Bytes,
-    peer: &str,
+    conn: &ConnInfo,
 ) -> Result<(Option<ResponseFrame>, sasl::Next), ConnectionError> {
     if session.expects_raw_token() {
         return Ok(match session.authenticate_raw(&frame) {
@@ -250,7 +359,7 @@ async fn sasl_step(
     let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
     match key {
         ApiKey::ApiVersions => {
-            let response = handle_frame(ctx, frame, peer).await?;
+            let response = handle_frame(ctx, frame, conn).await?;
             return Ok((response, sasl::Next::Continue));
         }
         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {}
@@ -284,11 +393,15 @@ async fn sasl_step(
     ))
 }
 
-async fn write_frame(stream: &mut TcpStream, frame: &ResponseFrame) -> std::io::Result<()> {
+async fn write_frame<S>(stream: &mut S, frame: &ResponseFrame) -> std::io::Result<()>
+where
+    S: futures_lite::AsyncWrite + Unpin,
+{
     for chunk in frame.chunks() {
         stream.write_all(chunk).await?;
     }
-    Ok(())
+    // TLS holds the last record until flushed; a TCP stream has nothing to flush.
+    stream.flush().await
 }
 
 fn is_disconnect(e: &std::io::Error) -> bool {
@@ -302,7 +415,10 @@ fn is_disconnect(e: &std::io::Error) -> bool {
 }
 
 /// Reads one size-prefixed frame; `None` on a clean EOF between frames.
-async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Option<Bytes>, ConnectionError> {
+async fn read_frame<S>(stream: &mut S, max: usize) -> Result<Option<Bytes>, ConnectionError>
+where
+    S: futures_lite::AsyncRead + Unpin,
+{
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -331,7 +447,7 @@ async fn read_frame(stream: &mut TcpStream, max: usize) -> Result<Option<Bytes>,
 pub async fn handle_frame(
     ctx: &Rc<ShardCtx>,
     mut frame: Bytes,
-    peer: &str,
+    conn: &ConnInfo,
 ) -> Result<Option<ResponseFrame>, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::ShortFrame(frame.len()));
@@ -340,7 +456,7 @@ pub async fn handle_frame(
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     if wire::mirror::keys::ALL.contains(&raw_key) {
-        return handle_mirror_frame(ctx, frame, raw_key, version, peer)
+        return handle_mirror_frame(ctx, frame, raw_key, version, &conn.peer)
             .await
             .map(|b| Some(ResponseFrame::single(b)));
     }
@@ -373,8 +489,8 @@ pub async fn handle_frame(
         .as_ref()
         .map_or("", |c| c.as_str())
         .to_string();
-    tracing::trace!(client = %peer, %client_id, ?key, version, correlation_id, "request");
-    let Some(response) = api::handle(ctx, &header, request).await else {
+    tracing::trace!(client = %conn.peer, %client_id, ?key, version, correlation_id, "request");
+    let Some(response) = api::handle(ctx, conn, &header, request).await else {
         return Ok(None);
     };
     crate::metrics::record_response_errors(ctx.id, &response);

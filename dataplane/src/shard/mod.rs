@@ -118,8 +118,8 @@ pub struct ShardSettings {
     /// The broker configs this broker was started with (the config file's keys and the
     /// listeners), by Kafka name, as DescribeConfigs reports them.
     pub static_configs: std::collections::BTreeMap<String, String>,
-    /// The client listener's SASL (a SASL_PLAINTEXT listener); `None`: PLAINTEXT.
-    pub sasl: Option<Arc<crate::net::sasl::SaslConfig>>,
+    /// The client listeners every shard binds.
+    pub listeners: Vec<crate::net::ListenerConfig>,
 }
 
 /// Everything one shard owns.
