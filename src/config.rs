@@ -1374,7 +1374,7 @@ fn listener_setting<'a>(
 pub const PLAIN_JAAS_CONFIG: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
 
 const SASL_MECHANISMS_EXPECTED: &str =
-    "mechanisms Twinlog implements, comma-separated (PLAIN), for a SASL listener";
+    "mechanisms Twinlog implements, comma-separated (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), for a SASL listener";
 const JAAS_EXPECTED: &str = "a PlainLoginModule JAAS config with at least one user_<name>=\"<password>\" (the listener enables PLAIN)";
 
 /// The SASL of a SASL_PLAINTEXT or SASL_SSL listener: its `sasl.enabled.mechanisms`

@@ -301,7 +301,7 @@ fn tls_broker(pki: &TestPki) -> (Broker, [u16; 3]) {
 "listener.name.mtls.ssl.client.auth" = "required"
 "listener.name.mtls.ssl.truststore.type" = "PEM"
 "listener.name.mtls.ssl.truststore.location" = "{ca}"
-"listener.name.sasl_ssl.sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_ssl.sasl.enabled.mechanisms" = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 "listener.name.sasl_ssl.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="{PASSWORD}";'
 "offsets.topic.num.partitions" = 2
 "transaction.state.log.num.partitions" = 2
@@ -494,4 +494,181 @@ fn tls_listeners_serve_confluent_kafka_kafka_python_and_the_java_tools() {
     let out = tool(mtls, &mtls_client, &["--describe", "--topic", "java-ssl"]);
     support::kafka::expect_ok(&out, "kafka-topics --describe over mTLS");
     assert!(out.stdout.contains("PartitionCount: 2"), "{}", out.stdout);
+}
+
+#[test]
+fn scram_users_made_by_kafka_configs_authenticate_over_sasl_ssl() {
+    if skip_if(missing_program("kcat"), "scram_kcat")
+        || skip_if(support::kafka::missing_kafka(), "scram_java_tools")
+    {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("scratch");
+    let pki = TestPki::create(&scratch.path().join("pki"), "Twinlog test CA");
+    let (mut broker, [_, sasl_ssl, _]) = tls_broker(&pki);
+    let plaintext = broker.bootstrap();
+    let users = |extra: &[&str]| {
+        let mut args = vec![
+            "--bootstrap-server",
+            &plaintext,
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "carol",
+        ];
+        args.extend_from_slice(extra);
+        support::kafka::run_tool("kafka-configs", &args, None, Duration::from_secs(60))
+    };
+    let out = users(&[
+        "--alter",
+        "--add-config",
+        "SCRAM-SHA-512=[iterations=8192,password=carol-pw],SCRAM-SHA-256=[password=carol-pw]",
+    ]);
+    support::kafka::expect_ok(&out, "kafka-configs --alter --add-config SCRAM");
+    let scram = |mechanism: &str, password: &str| {
+        vec![
+            "security.protocol=SASL_SSL".to_string(),
+            format!("ssl.ca.location={}", pki.path("ca.pem")),
+            format!("sasl.mechanisms={mechanism}"),
+            "sasl.username=carol".into(),
+            format!("sasl.password={password}"),
+        ]
+    };
+    let at = format!("127.0.0.1:{sasl_ssl}");
+    let out = kcat_with(
+        &at,
+        &scram("SCRAM-SHA-512", "carol-pw"),
+        &["-P", "-t", "scram", "-p", "0", "-X", "acks=all"],
+        Some(b"a\nb\n"),
+    );
+    assert_success(&out, &broker);
+    let read = [
+        "-C",
+        "-t",
+        "scram",
+        "-p",
+        "0",
+        "-o",
+        "beginning",
+        "-e",
+        "-q",
+    ];
+    let out = kcat_with(&at, &scram("SCRAM-SHA-256", "carol-pw"), &read, None);
+    assert_success(&out, &broker);
+    assert_eq!(out.stdout.lines().collect::<Vec<_>>(), ["a", "b"]);
+    let out = kcat_with(
+        &at,
+        &scram("SCRAM-SHA-512", "nope"),
+        &["-L", "-m", "5"],
+        None,
+    );
+    assert!(
+        !out.success() && out.stderr.contains("Authentication failed"),
+        "{}",
+        out.describe()
+    );
+    let out = kcat_with(
+        &at,
+        &scram("SCRAM-SHA-512", "carol-pw")
+            .into_iter()
+            .map(|s| s.replace("carol", "dave"))
+            .collect::<Vec<_>>(),
+        &["-L", "-m", "5"],
+        None,
+    );
+    assert!(!out.success(), "an unknown user got in: {}", out.describe());
+
+    // The Java client, and the Python ones, with SCRAM-SHA-512 over TLS.
+    let client = broker.dir().join("scram.properties");
+    std::fs::write(
+        &client,
+        format!(
+            "security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location={}\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"carol\" password=\"carol-pw\";\n",
+            pki.path("ca.pem")
+        ),
+    )
+    .expect("scram.properties");
+    let client = client.display().to_string();
+    let out = support::kafka::run_tool(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            &at,
+            "--command-config",
+            &client,
+            "--describe",
+            "--topic",
+            "scram",
+        ],
+        None,
+        Duration::from_secs(60),
+    );
+    support::kafka::expect_ok(&out, "kafka-topics over SASL_SSL with SCRAM-SHA-512");
+    assert!(out.stdout.contains("PartitionCount: 1"), "{}", out.stdout);
+    let py = venv_python();
+    if missing_python_modules(&py, &["confluent_kafka", "kafka"]).is_none() {
+        let ca = pki.path("ca.pem");
+        let args = [
+            "roundtrip",
+            "--bootstrap",
+            &at,
+            "--user",
+            "carol",
+            "--password",
+            "carol-pw",
+            "--ca",
+            &ca,
+            "--mechanism",
+            "SCRAM-SHA-512",
+            "--topic",
+            "scram-py",
+        ];
+        let out = run_python(&py, "sasl_clients.py", &args, Duration::from_secs(120));
+        assert_success(&out, &broker);
+    }
+
+    // The credentials are metadata: they survive a SIGKILL, and the password is not in
+    // the metadata log.
+    broker.restart_kill9();
+    let out = kcat_with(&at, &scram("SCRAM-SHA-512", "carol-pw"), &read, None);
+    assert_success(&out, &broker);
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                files(&path, out);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    let mut metadata = Vec::new();
+    files(&broker.data_dir().join("__cluster_metadata"), &mut metadata);
+    assert!(!metadata.is_empty());
+    for path in metadata {
+        let bytes = std::fs::read(&path).expect("metadata file");
+        assert!(
+            !bytes.windows(8).any(|w| w == b"carol-pw"),
+            "the password reached {}",
+            path.display()
+        );
+    }
+    // Deleted, the mechanism no longer lets carol in; the other one still does.
+    let out = users(&["--alter", "--delete-config", "SCRAM-SHA-512"]);
+    support::kafka::expect_ok(&out, "kafka-configs --alter --delete-config SCRAM-SHA-512");
+    let out = kcat_with(
+        &at,
+        &scram("SCRAM-SHA-512", "carol-pw"),
+        &["-L", "-m", "5"],
+        None,
+    );
+    assert!(
+        !out.success(),
+        "a deleted credential still authenticates: {}",
+        out.describe()
+    );
+    let out = kcat_with(&at, &scram("SCRAM-SHA-256", "carol-pw"), &read, None);
+    assert_success(&out, &broker);
+    let (_, _, panicked) = broker.log_problems();
+    assert!(!panicked, "{}", broker.log_tail(40));
 }

@@ -912,6 +912,7 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
             ..
         } => return,
         AdminRequest::AlterBrokerConfigs { .. } => "broker configs changed",
+        AdminRequest::AlterScramCredentials { .. } => "SCRAM credentials changed",
         AdminRequest::CreateTopics { .. } => "topic created",
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",

@@ -45,6 +45,7 @@ const KIND_CLUSTER_ID: u8 = 14;
 const KIND_VOTER_ENDPOINT: u8 = 15;
 /// KIND_BROKER with the broker's named listeners after it.
 const KIND_BROKER_LISTENERS: u8 = 16;
+const KIND_SCRAM_CREDENTIAL: u8 = 17;
 /// Most listeners a broker registration may name.
 const LISTENERS_MAX: usize = 64;
 /// Longest replica list a partition record may carry.
@@ -126,6 +127,13 @@ pub enum MetadataRecord {
         directory_id: uuid::Uuid,
         host: String,
         port: i32,
+    },
+    /// A user's SCRAM credential for one mechanism was set (`Some`) or deleted
+    /// (`None`): Kafka's UserScramCredentialRecord / RemoveUserScramCredentialRecord.
+    ScramCredential {
+        user: String,
+        mechanism: dataplane::net::scram::ScramMechanism,
+        credential: Option<dataplane::net::scram::ScramCredential>,
     },
     /// A config was set (`Some`) or removed (`None`).
     Config {
@@ -307,6 +315,29 @@ impl MetadataRecord {
                     }
                 }
             }
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                out.extend_from_slice(&[KIND_SCRAM_CREDENTIAL, RECORD_VERSION, flags]);
+                put_str(&mut out, "user", user)?;
+                out.push(mechanism.code() as u8);
+                match credential {
+                    None => out.push(0),
+                    Some(c) => {
+                        out.push(1);
+                        for (field, bytes) in [
+                            ("salt", &c.salt),
+                            ("stored key", &c.stored_key),
+                            ("server key", &c.server_key),
+                        ] {
+                            put_bytes(&mut out, field, bytes)?;
+                        }
+                        out.extend_from_slice(&c.iterations.to_be_bytes());
+                    }
+                }
+            }
             MetadataRecord::RemoveTopic { id } => {
                 out.extend_from_slice(&[KIND_REMOVE_TOPIC, RECORD_VERSION, flags]);
                 out.extend_from_slice(id.as_bytes());
@@ -449,6 +480,21 @@ impl MetadataRecord {
                 }
             }
             KIND_REMOVE_TOPIC => MetadataRecord::RemoveTopic { id: r.uuid()? },
+            KIND_SCRAM_CREDENTIAL => MetadataRecord::ScramCredential {
+                user: r.string()?,
+                mechanism: dataplane::net::scram::ScramMechanism::from_code(r.u8()? as i8)
+                    .ok_or(DecodeError::InvalidField("SCRAM mechanism"))?,
+                credential: match r.u8()? {
+                    0 => None,
+                    1 => Some(dataplane::net::scram::ScramCredential {
+                        salt: r.bytes()?,
+                        stored_key: r.bytes()?,
+                        server_key: r.bytes()?,
+                        iterations: r.i32()?,
+                    }),
+                    _ => return Err(DecodeError::InvalidField("credential presence")),
+                },
+            },
             KIND_PRODUCER_IDS => MetadataRecord::ProducerIds {
                 next_block_start: r.i64()?,
             },
@@ -505,6 +551,16 @@ fn put_ids(out: &mut Vec<u8>, field: &'static str, ids: &[i32]) -> Result<(), Me
     Ok(())
 }
 
+fn put_bytes(out: &mut Vec<u8>, field: &'static str, b: &[u8]) -> Result<(), MetadataLogError> {
+    let len = u16::try_from(b.len()).map_err(|_| MetadataLogError::FieldTooLong {
+        field,
+        len: b.len(),
+    })?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(b);
+    Ok(())
+}
+
 fn put_str(out: &mut Vec<u8>, field: &'static str, s: &str) -> Result<(), MetadataLogError> {
     let len = u16::try_from(s.len()).map_err(|_| MetadataLogError::FieldTooLong {
         field,
@@ -550,6 +606,11 @@ impl<'a> Reader<'a> {
 
     fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, DecodeError> {
+        let len = usize::from(self.u16()?);
+        Ok(self.take(len)?.to_vec())
     }
 
     fn u16(&mut self) -> Result<u16, DecodeError> {
@@ -842,6 +903,21 @@ mod tests {
                     ("PLAINTEXT".into(), "10.0.0.8".into(), 9092),
                     ("SASL_SSL".into(), "10.0.0.8".into(), 9094),
                 ],
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: dataplane::net::scram::ScramMechanism::Sha512,
+                credential: Some(dataplane::net::scram::ScramCredential {
+                    salt: vec![1, 2, 3],
+                    stored_key: vec![4; 64],
+                    server_key: vec![5; 64],
+                    iterations: 8192,
+                }),
+            },
+            MetadataRecord::ScramCredential {
+                user: "bob".into(),
+                mechanism: dataplane::net::scram::ScramMechanism::Sha256,
+                credential: None,
             },
         ]
     }

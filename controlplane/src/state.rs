@@ -11,6 +11,7 @@ use dataplane::controller::{AdminRequest, AdminResponse, AdminResult, NewTopic};
 use dataplane::log::config::apply_topic_config;
 use dataplane::log::LogConfig;
 use dataplane::metadata::{default_shard, MetadataImage, PartitionImage, TopicImage};
+use dataplane::net::scram::{ScramCredential, ScramMechanism};
 use dataplane::types::TopicPartition;
 use kafka_protocol::ResponseError;
 
@@ -260,6 +261,8 @@ pub struct ControllerState {
     pub(crate) topics_by_id: HashMap<uuid::Uuid, String>,
     /// Broker and mirror configs, by resource.
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
+    /// SCRAM credentials by user and mechanism (shared with the images).
+    scram: Arc<BTreeMap<(String, ScramMechanism), ScramCredential>>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
     /// The cluster id the quorum committed ([`MetadataRecord::ClusterId`]); until then
@@ -293,6 +296,7 @@ impl ControllerState {
             topics: BTreeMap::new(),
             topics_by_id: HashMap::new(),
             other_configs: BTreeMap::new(),
+            scram: Arc::default(),
             next_producer_id: 0,
             cluster_id: None,
             voter_endpoints: BTreeMap::new(),
@@ -387,6 +391,13 @@ impl ControllerState {
                 out.push(MetadataRecord::ControlledShutdown { node_id: *node_id });
             }
         }
+        for ((user, mechanism), credential) in self.scram.iter() {
+            out.push(MetadataRecord::ScramCredential {
+                user: user.clone(),
+                mechanism: *mechanism,
+                credential: Some(credential.clone()),
+            });
+        }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {
                 next_block_start: self.next_producer_id,
@@ -431,6 +442,7 @@ impl ControllerState {
             .filter_map(|(id, b)| Some((*id, b.rack.clone()?)))
             .collect();
         image.topics = self.topics.clone();
+        image.scram = Arc::clone(&self.scram);
         image.topics_by_id = self.topics_by_id.clone();
         image.mirrors = self
             .other_configs
@@ -869,6 +881,21 @@ impl ControllerState {
                     self.cluster_id = Some(id.clone());
                 }
             }
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                credential,
+            } => {
+                let all = Arc::make_mut(&mut self.scram);
+                match credential {
+                    Some(c) => {
+                        all.insert((user.clone(), *mechanism), c.clone());
+                    }
+                    None => {
+                        all.remove(&(user.clone(), *mechanism));
+                    }
+                }
+            }
             MetadataRecord::ProducerIds { next_block_start } => {
                 if *next_block_start < self.next_producer_id {
                     return Err(fail(format!(
@@ -919,6 +946,10 @@ impl ControllerState {
                 validate_only,
             } => self.plan_alter_broker_configs(broker, configs, *incremental, *validate_only),
             AdminRequest::AllocateProducerIds { count } => self.plan_producer_ids(*count),
+            AdminRequest::AlterScramCredentials {
+                deletions,
+                upsertions,
+            } => self.plan_alter_scram(deletions, upsertions),
             AdminRequest::CreateMirror { name, configs } => {
                 self.plan_create_mirror(name, configs, new_topic_id)
             }
@@ -1573,6 +1604,63 @@ impl ControllerState {
         }
         plan.response = AdminResponse::Results(results);
         plan
+    }
+
+    /// AlterUserScramCredentials: per user, every deletion must name a credential that
+    /// exists (else RESOURCE_NOT_FOUND and nothing of that user changes).
+    fn plan_alter_scram(
+        &self,
+        deletions: &[(String, ScramMechanism)],
+        upsertions: &[(String, ScramMechanism, ScramCredential)],
+    ) -> Plan {
+        let mut users: Vec<&str> = Vec::new();
+        for user in deletions
+            .iter()
+            .map(|(u, _)| u.as_str())
+            .chain(upsertions.iter().map(|(u, _, _)| u.as_str()))
+        {
+            if !users.contains(&user) {
+                users.push(user);
+            }
+        }
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        for user in users {
+            let missing = deletions
+                .iter()
+                .filter(|(u, _)| u == user)
+                .find(|(u, m)| !self.scram.contains_key(&(u.clone(), *m)));
+            if missing.is_some() {
+                results.push(AdminResult::err(
+                    user,
+                    err_code(ResponseError::ResourceNotFound),
+                    "Attempt to delete a user credential that does not exist",
+                ));
+                continue;
+            }
+            records.extend(deletions.iter().filter(|(u, _)| u == user).map(|(u, m)| {
+                MetadataRecord::ScramCredential {
+                    user: u.clone(),
+                    mechanism: *m,
+                    credential: None,
+                }
+            }));
+            records.extend(
+                upsertions
+                    .iter()
+                    .filter(|(u, _, _)| u == user)
+                    .map(|(u, m, c)| MetadataRecord::ScramCredential {
+                        user: u.clone(),
+                        mechanism: *m,
+                        credential: Some(c.clone()),
+                    }),
+            );
+            results.push(AdminResult::ok(user));
+        }
+        Plan {
+            records,
+            response: AdminResponse::Results(results),
+        }
     }
 
     fn plan_producer_ids(&self, count: i64) -> Plan {

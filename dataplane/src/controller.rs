@@ -125,6 +125,17 @@ pub enum AdminRequest {
         preferred: bool,
         partitions: Vec<crate::types::TopicPartition>,
     },
+    /// AlterUserScramCredentials, checked by the data plane but for existence: delete
+    /// and set credentials, by user. One result per user named in either list; a user
+    /// with a failed item changes nothing.
+    AlterScramCredentials {
+        deletions: Vec<(String, crate::net::scram::ScramMechanism)>,
+        upsertions: Vec<(
+            String,
+            crate::net::scram::ScramMechanism,
+            crate::net::scram::ScramCredential,
+        )>,
+    },
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {
         name: String,

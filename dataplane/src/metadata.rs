@@ -99,6 +99,10 @@ pub struct MetadataImage {
     /// as registered) by name, and what each advertises. A broker with none listed
     /// serves every listener at its `brokers` address.
     pub listeners: BTreeMap<i32, BTreeMap<String, SocketAddr>>,
+    /// SCRAM credentials by user and mechanism (AlterUserScramCredentials).
+    pub scram: Arc<
+        BTreeMap<(String, crate::net::scram::ScramMechanism), crate::net::scram::ScramCredential>,
+    >,
     /// The active controller's node id (this node when alone).
     pub controller_id: i32,
 }
@@ -151,6 +155,7 @@ impl MetadataImage {
             fenced: Default::default(),
             racks: BTreeMap::new(),
             listeners: BTreeMap::new(),
+            scram: Arc::default(),
             controller_id: node_id,
         }
     }

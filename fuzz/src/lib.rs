@@ -125,9 +125,31 @@ pub fn mirror_rpc(data: &[u8]) {
 /// A SASL exchange as an unauthenticated client drives it: the input is steps of one
 /// op byte, a 2-byte big-endian length and that many bytes (SaslHandshake v1 or v0
 /// naming a mechanism, SaslAuthenticate, a bare v0 token). The bytes also go to the
-/// PLAIN and JAAS parsers. Only the configured user and password may authenticate.
+/// PLAIN and JAAS parsers. Only the configured user and password may authenticate,
+/// with PLAIN or SCRAM-SHA-256/512.
 pub fn sasl_exchange(data: &[u8]) {
     use dataplane::net::sasl::{jaas_plain_users, plain_user, SaslConfig, SaslSession};
+    use dataplane::net::scram::{ScramCredential, ScramMechanism};
+    static CREDENTIALS: std::sync::OnceLock<Vec<(ScramMechanism, ScramCredential)>> =
+        std::sync::OnceLock::new();
+    let credentials = CREDENTIALS.get_or_init(|| {
+        ScramMechanism::ALL
+            .into_iter()
+            .map(|m| {
+                let salted = m.salted_password(b"secret", b"salt", 4096);
+                (
+                    m,
+                    ScramCredential::from_salted_password(m, b"salt", &salted, 4096),
+                )
+            })
+            .collect()
+    });
+    let scram = |user: &str, mechanism: ScramMechanism| {
+        credentials
+            .iter()
+            .find(|(m, _)| user == "alice" && *m == mechanism)
+            .map(|(_, c)| c.clone())
+    };
     use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
     use kafka_protocol::protocol::StrBytes;
     let users: std::collections::BTreeMap<String, String> =
@@ -135,7 +157,11 @@ pub fn sasl_exchange(data: &[u8]) {
             .into_iter()
             .collect();
     let mut session = SaslSession::new(std::sync::Arc::new(SaslConfig {
-        mechanisms: vec!["PLAIN".into()],
+        mechanisms: vec![
+            "PLAIN".into(),
+            "SCRAM-SHA-256".into(),
+            "SCRAM-SHA-512".into(),
+        ],
         plain_users: users.clone(),
     }));
     let mut rest = data;
@@ -157,10 +183,10 @@ pub fn sasl_exchange(data: &[u8]) {
             2 => {
                 let request = SaslAuthenticateRequest::default()
                     .with_auth_bytes(Bytes::copy_from_slice(payload));
-                let _ = session.authenticate(&request);
+                let _ = session.authenticate(&request, &scram);
             }
             _ => {
-                let _ = session.authenticate_raw(payload);
+                let _ = session.authenticate_raw(payload, &scram);
             }
         }
         if let Some(user) = session.principal() {

@@ -1,4 +1,4 @@
-"""SASL/PLAIN with confluent-kafka and kafka-python against a SASL_PLAINTEXT listener,
+"""SASL (PLAIN, or --mechanism SCRAM-SHA-256/512) with confluent-kafka and kafka-python against a SASL_PLAINTEXT listener,
 or a SASL_SSL one with --ca naming the CA that signed the broker's certificate.
 
 `roundtrip`: a confluent-kafka producer (acks=all) writes --count records, a
@@ -24,7 +24,7 @@ def ck_conf(a, password=None):
     conf = {
         "bootstrap.servers": a.bootstrap,
         "security.protocol": protocol(a),
-        "sasl.mechanisms": "PLAIN",
+        "sasl.mechanisms": a.mechanism,
         "sasl.username": a.user,
         "sasl.password": password or a.password,
     }
@@ -60,7 +60,7 @@ def roundtrip(a):
     from kafka import KafkaConsumer
     tls = {"ssl_cafile": a.ca, "ssl_check_hostname": True} if a.ca else {}
     kc = KafkaConsumer(a.topic, bootstrap_servers=a.bootstrap, security_protocol=protocol(a),
-                       sasl_mechanism="PLAIN", sasl_plain_username=a.user,
+                       sasl_mechanism=a.mechanism, sasl_plain_username=a.user,
                        sasl_plain_password=a.password, auto_offset_reset="earliest",
                        consumer_timeout_ms=10000, group_id="sasl-kp", **tls)
     kp = {r.value for r in kc}
@@ -90,6 +90,7 @@ def main():
     ap.add_argument("--password", required=True)
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--ca", help="PEM CA file: SASL_SSL instead of SASL_PLAINTEXT")
+    ap.add_argument("--mechanism", default="PLAIN")
     a = ap.parse_args()
     {"roundtrip": roundtrip, "refused": refused}[a.mode](a)
 

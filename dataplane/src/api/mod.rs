@@ -42,6 +42,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod raft_voters;
 pub mod reassignments;
+pub mod scram_credentials;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -65,6 +66,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // SaslAuthenticate.
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -253,6 +256,12 @@ pub async fn handle(
         }
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r))
+        }
+        RequestKind::DescribeUserScramCredentials(r) => {
+            ResponseKind::DescribeUserScramCredentials(scram_credentials::describe(ctx, r))
+        }
+        RequestKind::AlterUserScramCredentials(r) => {
+            ResponseKind::AlterUserScramCredentials(scram_credentials::alter(ctx, r).await)
         }
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(list_transactions::handle(ctx, r, version).await)

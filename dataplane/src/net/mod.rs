@@ -24,6 +24,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 mod frame;
 pub mod listener;
 pub mod sasl;
+pub mod scram;
 pub mod tls;
 
 pub use frame::ResponseFrame;
@@ -337,8 +338,10 @@ async fn sasl_step(
     mut frame: Bytes,
     conn: &ConnInfo,
 ) -> Result<(Option<ResponseFrame>, sasl::Next), ConnectionError> {
+    let image = ctx.metadata.load();
+    let scram = |user: &str, mechanism| image.scram.get(&(user.to_owned(), mechanism)).cloned();
     if session.expects_raw_token() {
-        return Ok(match session.authenticate_raw(&frame) {
+        return Ok(match session.authenticate_raw(&frame, &scram) {
             Some(reply) => {
                 let mut out = BytesMut::with_capacity(4 + reply.len());
                 out.put_i32(i32::try_from(reply.len()).unwrap_or(i32::MAX));
@@ -382,7 +385,7 @@ async fn sasl_step(
             (ResponseKind::SaslHandshake(response), next)
         }
         RequestKind::SaslAuthenticate(r) => {
-            let (response, next) = session.authenticate(&r);
+            let (response, next) = session.authenticate(&r, &scram);
             (ResponseKind::SaslAuthenticate(response), next)
         }
         _ => return Err(ConnectionError::Unauthenticated(key)),

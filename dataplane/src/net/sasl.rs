@@ -3,7 +3,8 @@
 //! (v1) naming a mechanism this listener enables, then SaslAuthenticate with the
 //! mechanism's tokens; only once authenticated does it reach the other APIs. Anything
 //! else before that closes the connection, as Kafka does. Mechanisms: PLAIN (RFC 4616)
-//! against the users of the listener's JAAS config.
+//! against the users of the listener's JAAS config, and SCRAM-SHA-256 / SCRAM-SHA-512
+//! ([`super::scram`]) against the credentials AlterUserScramCredentials stored.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,6 +14,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
+
+use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 
 /// What a SASL listener accepts.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -28,7 +31,15 @@ pub struct SaslConfig {
 pub const MAX_RECEIVE_BYTES: usize = 524_288;
 
 /// Mechanisms Twinlog implements.
-pub const SUPPORTED_MECHANISMS: &[&str] = &["PLAIN"];
+pub const SUPPORTED_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+/// Finds a user's SCRAM credential for a mechanism (the metadata image's).
+pub type ScramLookup<'a> = &'a dyn Fn(&str, ScramMechanism) -> Option<ScramCredential>;
+
+/// A lookup that knows no one.
+pub fn no_scram_users(_: &str, _: ScramMechanism) -> Option<ScramCredential> {
+    None
+}
 
 /// Where one connection is in the exchange.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +49,8 @@ enum State {
     /// The handshake chose this mechanism; its SaslAuthenticate comes next (or, after
     /// a v0 handshake, its token as a bare frame: `raw`).
     Authenticate { mechanism: String, raw: bool },
+    /// Between SCRAM's two rounds.
+    Scram { exchange: ScramServer, raw: bool },
     /// Authenticated as this user.
     Done(String),
 }
@@ -76,15 +89,22 @@ impl SaslSession {
 
     /// Whether the next frame is a bare token (after a SaslHandshake v0).
     pub fn expects_raw_token(&self) -> bool {
-        matches!(self.state, State::Authenticate { raw: true, .. })
+        matches!(
+            self.state,
+            State::Authenticate { raw: true, .. } | State::Scram { raw: true, .. }
+        )
     }
 
     /// A bare token after a SaslHandshake v0: `Some(reply)` (an empty token) when it
     /// authenticates, `None` when it does not (Kafka then closes the connection).
-    pub fn authenticate_raw(&mut self, token: &[u8]) -> Option<bytes::Bytes> {
+    pub fn authenticate_raw(
+        &mut self,
+        token: &[u8],
+        scram: ScramLookup<'_>,
+    ) -> Option<bytes::Bytes> {
         let request = SaslAuthenticateRequest::default()
             .with_auth_bytes(bytes::Bytes::copy_from_slice(token));
-        let (response, next) = self.authenticate(&request);
+        let (response, next) = self.authenticate(&request, scram);
         (next == Next::Continue && response.error_code == 0).then_some(response.auth_bytes)
     }
 
@@ -121,9 +141,11 @@ impl SaslSession {
         (response, Next::Continue)
     }
 
+    /// One SaslAuthenticate; `scram` finds SCRAM credentials.
     pub fn authenticate(
         &mut self,
         request: &SaslAuthenticateRequest,
+        scram: ScramLookup<'_>,
     ) -> (SaslAuthenticateResponse, Next) {
         let refuse = |code: ResponseError, message: &str| {
             (
@@ -133,12 +155,41 @@ impl SaslSession {
                 Next::Close,
             )
         };
-        let State::Authenticate { mechanism, .. } = &self.state else {
+        if let State::Scram { exchange, .. } = &mut self.state {
+            return match exchange.finish(&request.auth_bytes) {
+                Ok((user, server_final)) => {
+                    self.state = State::Done(user);
+                    (
+                        SaslAuthenticateResponse::default()
+                            .with_auth_bytes(bytes::Bytes::from(server_final)),
+                        Next::Continue,
+                    )
+                }
+                Err(why) => refuse(ResponseError::SaslAuthenticationFailed, &why),
+            };
+        }
+        let State::Authenticate { mechanism, raw } = &self.state else {
             return refuse(
                 ResponseError::IllegalSaslState,
                 "SaslAuthenticate before a SaslHandshake chose a mechanism",
             );
         };
+        if let Some(m) = ScramMechanism::from_name(mechanism) {
+            let raw = *raw;
+            let mut exchange = ScramServer::new(m);
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            return match exchange.first(&request.auth_bytes, scram, &nonce) {
+                Ok(server_first) => {
+                    self.state = State::Scram { exchange, raw };
+                    (
+                        SaslAuthenticateResponse::default()
+                            .with_auth_bytes(bytes::Bytes::from(server_first)),
+                        Next::Continue,
+                    )
+                }
+                Err(why) => refuse(ResponseError::SaslAuthenticationFailed, &why),
+            };
+        }
         match mechanism.as_str() {
             "PLAIN" => match plain_user(&request.auth_bytes, &self.config.plain_users) {
                 Ok(user) => {
@@ -255,6 +306,7 @@ mod tests {
         let (r, next) = s.authenticate(
             &SaslAuthenticateRequest::default()
                 .with_auth_bytes(bytes::Bytes::copy_from_slice(token)),
+            &no_scram_users,
         );
         (r.error_code, next)
     }
@@ -318,13 +370,13 @@ mod tests {
         assert_eq!(s.handshake(&request, 0).1, Next::Continue);
         assert!(s.expects_raw_token());
         assert_eq!(
-            s.authenticate_raw(b"\0alice\0secret"),
+            s.authenticate_raw(b"\0alice\0secret", &no_scram_users),
             Some(bytes::Bytes::new())
         );
         assert_eq!(s.principal(), Some("alice"));
         let mut s = session();
         s.handshake(&request, 0);
-        assert_eq!(s.authenticate_raw(b"\0alice\0nope"), None);
+        assert_eq!(s.authenticate_raw(b"\0alice\0nope", &no_scram_users), None);
         assert_eq!(s.principal(), None);
     }
 
