@@ -290,18 +290,6 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "listener.security.protocol.map",
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
-    "sasl.enabled.mechanisms",
-    "ssl.keystore.type",
-    "ssl.keystore.location",
-    "ssl.keystore.key",
-    "ssl.keystore.certificate.chain",
-    "ssl.key.password",
-    "ssl.truststore.type",
-    "ssl.truststore.location",
-    "ssl.truststore.certificates",
-    "ssl.client.auth",
-    "ssl.principal.mapping.rules",
-    "ssl.enabled.protocols",
     "metrics.listen",
     "log.dirs",
     "log.dir",
@@ -1348,11 +1336,15 @@ const LISTENER_KEYS: &[&str] = &[
     "ssl.enabled.protocols",
 ];
 
-/// `listener.name.<name>.<key>` with `key` one of [`LISTENER_KEYS`].
+/// `listener.name.<name>.<key>` with `key` one of [`LISTENER_KEYS`], or one of them
+/// but a JAAS config at the top level (shared by every listener).
 fn is_listener_key(key: &str) -> bool {
-    key.strip_prefix("listener.name.")
-        .and_then(|rest| rest.split_once('.'))
-        .is_some_and(|(name, key)| !name.is_empty() && LISTENER_KEYS.contains(&key))
+    let shared = LISTENER_KEYS.contains(&key) && !key.ends_with(".sasl.jaas.config");
+    shared
+        || key
+            .strip_prefix("listener.name.")
+            .and_then(|rest| rest.split_once('.'))
+            .is_some_and(|(name, key)| !name.is_empty() && LISTENER_KEYS.contains(&key))
 }
 
 /// A listener's setting: `listener.name.<name>.<key>` (the name in lower case, as
