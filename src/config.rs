@@ -472,10 +472,7 @@ impl BrokerConfig {
                 if item.is_empty() {
                     continue;
                 }
-                let (name, addr) = match item.split_once("://") {
-                    Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr),
-                    None => ("PLAINTEXT".to_owned(), item),
-                };
+                let (name, addr) = listener_entry(item);
                 let addr = parse_listener(k, addr)?;
                 if controller_names.contains(&name) {
                     if protocols
@@ -519,10 +516,7 @@ impl BrokerConfig {
                 if item.is_empty() {
                     continue;
                 }
-                let (name, addr) = match item.split_once("://") {
-                    Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr),
-                    None => ("PLAINTEXT".to_owned(), item),
-                };
+                let (name, addr) = listener_entry(item);
                 if controller_names.contains(&name) {
                     continue;
                 }
@@ -1335,6 +1329,14 @@ const LISTENER_KEYS: &[&str] = &[
     "ssl.principal.mapping.rules",
     "ssl.enabled.protocols",
 ];
+
+/// A `listeners` entry's name (upper case; PLAINTEXT for a bare `host:port`) and address.
+fn listener_entry(item: &str) -> (String, &str) {
+    match item.split_once("://") {
+        Some((name, addr)) => (name.trim().to_ascii_uppercase(), addr),
+        None => ("PLAINTEXT".to_owned(), item),
+    }
+}
 
 /// `listener.name.<name>.<key>` with `key` one of [`LISTENER_KEYS`], or one of them
 /// but a JAAS config at the top level (shared by every listener).

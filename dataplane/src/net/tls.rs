@@ -541,18 +541,23 @@ mod tests {
         (path, cert)
     }
 
-    #[test]
-    fn a_keystore_loads_and_bad_ones_say_why() {
-        let dir = tempfile::tempdir().expect("dir");
-        let (path, cert) = write_key_pair(dir.path(), "broker");
-        let config = TlsConfig {
-            keystore: vec![Pem::File(path.clone())],
+    /// TLS with the key pair at `path` and no client certificates.
+    fn server_only(path: &std::path::Path) -> TlsConfig {
+        TlsConfig {
+            keystore: vec![Pem::File(path.to_owned())],
             truststore: None,
             client_auth: ClientAuth::None,
             tls12: true,
             tls13: true,
             principal_rules: vec![PrincipalRule::Default],
-        };
+        }
+    }
+
+    #[test]
+    fn a_keystore_loads_and_bad_ones_say_why() {
+        let dir = tempfile::tempdir().expect("dir");
+        let (path, cert) = write_key_pair(dir.path(), "broker");
+        let config = server_only(&path);
         config.load().expect("loads");
         let required = TlsConfig {
             client_auth: ClientAuth::Required,
@@ -592,18 +597,7 @@ mod tests {
     fn a_changed_keystore_is_reloaded_and_a_broken_one_is_not() {
         let dir = tempfile::tempdir().expect("dir");
         let (path, _) = write_key_pair(dir.path(), "broker");
-        let shard = ShardTls::new(
-            "SSL",
-            Arc::new(TlsConfig {
-                keystore: vec![Pem::File(path.clone())],
-                truststore: None,
-                client_auth: ClientAuth::None,
-                tls12: true,
-                tls13: true,
-                principal_rules: vec![PrincipalRule::Default],
-            }),
-        )
-        .expect("loads");
+        let shard = ShardTls::new("SSL", Arc::new(server_only(&path))).expect("loads");
         let before = shard.current.borrow().1.clone();
         std::fs::write(&path, "not a pem").expect("write");
         shard.next_check.set(Instant::now());
