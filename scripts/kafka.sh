@@ -177,7 +177,7 @@ tool_class() {
         kafka-broker-api-versions) echo org.apache.kafka.tools.BrokerApiVersionsCommand ;;
         kafka-dump-log) echo kafka.tools.DumpLogSegments ;;
         kafka-storage) echo kafka.tools.StorageTool ;;
-        kafka-acls) echo kafka.admin.AclCommand ;;
+        kafka-acls) echo org.apache.kafka.tools.AclCommand ;;
         kafka-cluster) echo org.apache.kafka.tools.ClusterTool ;;
         kafka-log-dirs) echo org.apache.kafka.tools.LogDirsCommand ;;
         kafka-leader-election) echo org.apache.kafka.tools.LeaderElectionCommand ;;

@@ -65,10 +65,10 @@ pub enum ConfigError {
         value: String,
         expected: &'static str,
     },
-    /// A listener's setup that does not hold together (no protocol for a name, TLS
-    /// keys that do not load, ...): what is wrong, in words.
+    /// A setting that does not hold together (a listener with no protocol, TLS keys
+    /// that do not load, an unknown authorizer, ...): what is wrong, in words.
     #[error("config key `{key}`: {message}")]
-    Listener { key: String, message: String },
+    Invalid { key: String, message: String },
 }
 
 fn origin(path: Option<&Path>) -> String {
@@ -126,6 +126,10 @@ pub struct BrokerConfig {
     pub leader_imbalance_per_broker_percentage: u32,
     /// `auto.create.topics.enable`: create a topic on Metadata for an unknown name.
     pub auto_create_topics_enable: bool,
+    /// `authorizer.class.name` set (to Kafka's StandardAuthorizer or AclAuthorizer):
+    /// every request is checked against the ACLs, with `super.users` and
+    /// `allow.everyone.if.no.acl.found`. `None`: no authorizer, everything allowed.
+    pub authorizer: Option<dataplane::acl::AuthorizerConfig>,
     /// `listener.cpu.steering`: each shard's listener sets SO_INCOMING_CPU to its core,
     /// so a connection goes to the shard on the core that received it (see
     /// `dataplane::net::bind`).
@@ -252,6 +256,7 @@ impl Default for BrokerConfig {
             leader_imbalance_check_interval_seconds: 300,
             leader_imbalance_per_broker_percentage: 10,
             auto_create_topics_enable: true,
+            authorizer: None,
             listener_cpu_steering: true,
             socket_request_max_bytes: 104_857_600,
             message_max_bytes: log.max_message_bytes,
@@ -311,6 +316,9 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "replica.fetch.min.bytes",
     "replica.fetch.backoff.ms",
     "auto.create.topics.enable",
+    "authorizer.class.name",
+    "super.users",
+    "allow.everyone.if.no.acl.found",
     "listener.cpu.steering",
     "socket.request.max.bytes",
     "message.max.bytes",
@@ -437,7 +445,7 @@ impl BrokerConfig {
             keys.get_key_value(name)
                 .map(|(k, v)| (k.as_str(), Scalar::from_toml(v)))
         };
-        let listener_error = |key: &str, message: String| ConfigError::Listener {
+        let listener_error = |key: &str, message: String| ConfigError::Invalid {
             key: key.to_owned(),
             message,
         };
@@ -736,6 +744,38 @@ impl BrokerConfig {
         if let Some((k, v)) = get("auto.create.topics.enable") {
             self.auto_create_topics_enable = v.boolean(k)?;
         }
+        if let Some((k, v)) = get("authorizer.class.name") {
+            let class = v.string(k, "an authorizer class name")?;
+            self.authorizer = match class.trim() {
+                "" => None,
+                c if dataplane::acl::AUTHORIZER_CLASSES.contains(&c) => {
+                    Some(dataplane::acl::AuthorizerConfig::default())
+                }
+                c => {
+                    return Err(ConfigError::Invalid {
+                        key: k.to_owned(),
+                        message: format!(
+                            "unknown authorizer `{c}`; Twinlog's ACL authorizer answers to {}",
+                            dataplane::acl::AUTHORIZER_CLASSES.join(" or ")
+                        ),
+                    })
+                }
+            };
+        }
+        if let Some(authorizer) = self.authorizer.as_mut() {
+            if let Some((k, v)) = get("super.users") {
+                authorizer.super_users = dataplane::acl::AuthorizerConfig::parse_super_users(
+                    &v.string(k, "principals separated by ;")?,
+                )
+                .map_err(|message| ConfigError::Invalid {
+                    key: k.to_owned(),
+                    message,
+                })?;
+            }
+            if let Some((k, v)) = get("allow.everyone.if.no.acl.found") {
+                authorizer.allow_if_none = v.boolean(k)?;
+            }
+        }
         if let Some((k, v)) = get("listener.cpu.steering") {
             self.listener_cpu_steering = v.boolean(k)?;
         }
@@ -971,7 +1011,7 @@ impl BrokerConfig {
         {
             // Replication and the coordinators reach the other brokers as clients
             // without TLS or credentials.
-            return Err(ConfigError::Listener {
+            return Err(ConfigError::Invalid {
                 key: "inter.broker.listener.name".to_owned(),
                 message: format!("the inter-broker listener {} is {}: brokers of a cluster talk to each other over PLAINTEXT for now (add a PLAINTEXT listener on an internal network and name it in inter.broker.listener.name)", inter_broker.name, inter_broker.protocol.name()),
             });
@@ -1453,7 +1493,7 @@ fn tls_config(
         }
     }
     if let Some((k, _)) = get("ssl.key.password") {
-        return Err(ConfigError::Listener {
+        return Err(ConfigError::Invalid {
             key: k,
             message: "encrypted private keys are not supported: give ssl.keystore.location an unencrypted PEM key, readable by the broker only".into(),
         });
@@ -1466,7 +1506,7 @@ fn tls_config(
         (Some((_, path)), None, None) => vec![Pem::File(PathBuf::from(path))],
         (None, Some((_, key)), Some((_, chain))) => vec![Pem::Inline(key), Pem::Inline(chain)],
         _ => {
-            return Err(ConfigError::Listener {
+            return Err(ConfigError::Invalid {
                 key: format!("listener.name.{}.ssl.keystore.location", listener.to_ascii_lowercase()),
                 message: format!("listener {listener} needs its server key and certificates: ssl.keystore.location (one PEM file with both), or ssl.keystore.key with ssl.keystore.certificate.chain"),
             })
@@ -1480,7 +1520,7 @@ fn tls_config(
         (None, Some((_, certs))) => Some(Pem::Inline(certs)),
         (None, None) => None,
         (Some((k, _)), Some(_)) => {
-            return Err(ConfigError::Listener {
+            return Err(ConfigError::Invalid {
                 key: k,
                 message: "set ssl.truststore.location or ssl.truststore.certificates, not both"
                     .into(),
@@ -1513,7 +1553,7 @@ fn tls_config(
     }
     let principal_rules = match string("ssl.principal.mapping.rules", "mapping rules")? {
         Some((k, text)) => parse_principal_rules(&text)
-            .map_err(|message| ConfigError::Listener { key: k, message })?,
+            .map_err(|message| ConfigError::Invalid { key: k, message })?,
         None => parse_principal_rules("DEFAULT").unwrap_or_default(),
     };
     let config = TlsConfig {
@@ -1524,7 +1564,7 @@ fn tls_config(
         tls13,
         principal_rules,
     };
-    config.load().map_err(|e| ConfigError::Listener {
+    config.load().map_err(|e| ConfigError::Invalid {
         key: format!(
             "listener.name.{}.ssl.keystore.location",
             listener.to_ascii_lowercase()
@@ -1716,7 +1756,7 @@ mod tests {
         match parse_err(&format!(
             "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{jaas}"
         )) {
-            ConfigError::Listener { key, message } => {
+            ConfigError::Invalid { key, message } => {
                 assert_eq!(key, "inter.broker.listener.name");
                 assert!(message.contains("PLAINTEXT"), "{message}");
             }
@@ -1789,7 +1829,7 @@ mod tests {
         assert_eq!(c.listeners[2].advertised(), addr("127.0.0.1:19093"));
 
         let message = |text: &str| match parse_err(text) {
-            ConfigError::Listener { message, .. } => message,
+            ConfigError::Invalid { message, .. } => message,
             other => other.to_string(),
         };
         // A name without a protocol, a name twice, an advertised name not listened on.
@@ -2645,5 +2685,26 @@ mod tests {
             500
         );
         parse_err("\"transaction.state.log.num.partitions\" = 0");
+    }
+
+    #[test]
+    fn authorizer_keys_enable_acls_with_super_users() {
+        assert_eq!(BrokerConfig::default().authorizer, None);
+        let c = parse(
+            r#"
+            "authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+            "super.users" = "User:admin;User:broker"
+            "allow.everyone.if.no.acl.found" = true
+            "#,
+        );
+        let a = c.authorizer.expect("authorizer");
+        assert!(a.allow_if_none);
+        assert!(a.super_users.contains("User:admin") && a.super_users.contains("User:broker"));
+        let e = parse_err(r#""authorizer.class.name" = "com.example.Custom""#);
+        assert!(e.to_string().contains("StandardAuthorizer"), "{e}");
+        let e = parse_err(
+            "\"authorizer.class.name\" = \"kafka.security.authorizer.AclAuthorizer\"\n\"super.users\" = \"admin\"",
+        );
+        assert!(e.to_string().contains("super.users"), "{e}");
     }
 }

@@ -267,6 +267,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             c
         },
         listeners: client_listeners.clone(),
+        authorizer: config.authorizer.clone(),
     });
     // The group coordinators follow the partition count `__consumer_offsets` already has.
     let offsets_partitions = metadata

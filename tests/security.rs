@@ -7,6 +7,7 @@
 //! A test whose client is missing prints why and is skipped. Run alone:
 //! `cargo test -p twinlog --test security -- --nocapture`.
 
+mod mirror_support;
 mod support;
 
 use std::process::Command;
@@ -669,6 +670,238 @@ fn scram_users_made_by_kafka_configs_authenticate_over_sasl_ssl() {
     );
     let out = kcat_with(&at, &scram("SCRAM-SHA-256", "carol-pw"), &read, None);
     assert_success(&out, &broker);
+    let (_, _, panicked) = broker.log_problems();
+    assert!(!panicked, "{}", broker.log_tail(40));
+}
+
+/// A broker with the ACL authorizer: SASL_PLAINTEXT (the harness's, users admin, alice
+/// and bob; admin is a super user) and a PLAINTEXT listener whose clients are
+/// `User:ANONYMOUS`. Returns the PLAINTEXT port.
+fn acl_broker() -> (Broker, u16) {
+    let plain = support::free_port();
+    let config = format!(
+        r#""listeners" = "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:{plain}"
+"inter.broker.listener.name" = "SASL_PLAINTEXT"
+"sasl.enabled.mechanisms" = "PLAIN"
+"listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";'
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:admin"
+"offsets.topic.num.partitions" = 2
+"transaction.state.log.num.partitions" = 2
+"group.initial.rebalance.delay.ms" = 0
+"#
+    );
+    (Broker::start(&config), plain)
+}
+
+fn plain_user(user: &str) -> Vec<String> {
+    vec![
+        "security.protocol=SASL_PLAINTEXT".into(),
+        "sasl.mechanisms=PLAIN".into(),
+        format!("sasl.username={user}"),
+        format!("sasl.password={user}-pw"),
+    ]
+}
+
+#[test]
+fn acls_made_by_kafka_acls_decide_what_each_principal_may_do() {
+    if skip_if(missing_program("kcat"), "acls_kcat")
+        || skip_if(support::kafka::missing_kafka(), "acls_java_tools")
+    {
+        return;
+    }
+    let (mut broker, plain) = acl_broker();
+    let at = broker.bootstrap();
+    let admin = broker.dir().join("admin.properties");
+    std::fs::write(
+        &admin,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-pw\";\n",
+    )
+    .expect("admin.properties");
+    let admin = admin.display().to_string();
+    let tool = |name: &str, extra: &[&str]| {
+        let mut args = vec!["--bootstrap-server", &at, "--command-config", &admin];
+        args.extend_from_slice(extra);
+        support::kafka::run_tool(name, &args, None, Duration::from_secs(60))
+    };
+    for topic in ["orders", "secret"] {
+        let out = tool(
+            "kafka-topics",
+            &["--create", "--topic", topic, "--partitions", "1"],
+        );
+        support::kafka::expect_ok(&out, "kafka-topics --create as the super user");
+    }
+    let out = tool(
+        "kafka-acls",
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+            "--topic",
+            "orders",
+        ],
+    );
+    support::kafka::expect_ok(&out, "kafka-acls --add (alice writes orders)");
+    let out = tool(
+        "kafka-acls",
+        &[
+            "--add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            "ord",
+            "--resource-pattern-type",
+            "prefixed",
+            "--group",
+            "g1",
+        ],
+    );
+    support::kafka::expect_ok(&out, "kafka-acls --add (bob reads ord*, group g1)");
+    let out = tool("kafka-acls", &["--list"]);
+    support::kafka::expect_ok(&out, "kafka-acls --list");
+    for expected in [
+        "name=orders, patternType=LITERAL",
+        "name=ord, patternType=PREFIXED",
+        "name=g1, patternType=PREFIXED",
+        "principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW",
+        "principal=User:bob, host=*, operation=READ, permissionType=ALLOW",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "no `{expected}` in\n{}",
+            out.stdout
+        );
+    }
+
+    // alice writes orders but not secret; nothing reaches secret.
+    let produce = |user: &str, topic: &str, records: &[u8]| {
+        kcat_with(
+            &at,
+            &plain_user(user),
+            &["-P", "-t", topic, "-p", "0", "-X", "acks=all"],
+            Some(records),
+        )
+    };
+    let read = |user: &str, topic: &str| {
+        kcat_with(
+            &at,
+            &plain_user(user),
+            &["-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-q"],
+            None,
+        )
+    };
+    assert_success(&produce("alice", "orders", b"o1\no2\n"), &broker);
+    let out = produce("alice", "secret", b"s1\n");
+    assert!(
+        out.stderr
+            .to_lowercase()
+            .contains("topic authorization failed"),
+        "{}",
+        out.describe()
+    );
+    let out = read("admin", "secret");
+    assert_success(&out, &broker);
+    assert_eq!(out.stdout, "", "records reached secret: {}", out.describe());
+
+    // bob reads orders (prefixed ACL) but may not write it, and sees only orders.
+    let out = read("bob", "orders");
+    assert_success(&out, &broker);
+    assert_eq!(out.stdout.lines().collect::<Vec<_>>(), ["o1", "o2"]);
+    let out = produce("bob", "orders", b"b1\n");
+    assert!(
+        out.stderr
+            .to_lowercase()
+            .contains("topic authorization failed"),
+        "{}",
+        out.describe()
+    );
+    let listed = |settings: &[String], bootstrap: &str| {
+        let out = kcat_with(bootstrap, settings, &["-L", "-m", "10"], None);
+        assert_success(&out, &broker);
+        out.stdout
+    };
+    let bobs = listed(&plain_user("bob"), &at);
+    assert!(bobs.contains("topic \"orders\""), "{bobs}");
+    assert!(
+        !bobs.contains("secret"),
+        "Metadata showed bob an unauthorized topic: {bobs}"
+    );
+    let admins = listed(&plain_user("admin"), &at);
+    assert!(admins.contains("topic \"secret\""), "{admins}");
+
+    // An unauthenticated client (User:ANONYMOUS on PLAINTEXT) sees no topic and may
+    // neither write mirror states nor create a mirror.
+    let anonymous = format!("127.0.0.1:{plain}");
+    let theirs = listed(&[], &anonymous);
+    assert!(
+        !theirs.contains("orders") && !theirs.contains("secret"),
+        "{theirs}"
+    );
+    use dataplane::wire::mirror::*;
+    let written = mirror_support::rpc(
+        &anonymous,
+        MirrorRequest::WriteMirrorStates(WriteMirrorStatesRequest {
+            mirror_name: "m".into(),
+            topics: vec![MirrorStatesTopic {
+                name: "orders".into(),
+                partitions: vec![MirrorStateEntry::default()],
+            }],
+            stopped_topics: Vec::new(),
+        }),
+    );
+    match written {
+        MirrorResponse::WriteMirrorStates(r) => {
+            assert_eq!(r.topics[0].partitions[0].error_code, 31, "{r:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let created = mirror_support::create_mirror(&anonymous, "m", &at, &[]);
+    assert_eq!(
+        created.error_code,
+        errors::CLUSTER_MIRROR_AUTHORIZATION_FAILED,
+        "{created:?}"
+    );
+
+    // The ACLs are metadata: they survive a SIGKILL. Removed, alice's WRITE is gone.
+    broker.restart_kill9();
+    let out = read("bob", "orders");
+    assert_success(&out, &broker);
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.describe());
+    let out = tool(
+        "kafka-acls",
+        &[
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "orders",
+        ],
+    );
+    support::kafka::expect_ok(&out, "kafka-acls --remove");
+    let out = produce("alice", "orders", b"o3\n");
+    assert!(
+        out.stderr
+            .to_lowercase()
+            .contains("topic authorization failed"),
+        "{}",
+        out.describe()
+    );
+    let out = read("admin", "orders");
+    assert_eq!(out.stdout.lines().count(), 2, "{}", out.describe());
+    assert!(
+        broker.log().contains("denied"),
+        "no authorizer log line: {}",
+        broker.log_tail(20)
+    );
     let (_, _, panicked) = broker.log_problems();
     assert!(!panicked, "{}", broker.log_tail(40));
 }

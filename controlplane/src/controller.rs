@@ -913,6 +913,8 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         } => return,
         AdminRequest::AlterBrokerConfigs { .. } => "broker configs changed",
         AdminRequest::AlterScramCredentials { .. } => "SCRAM credentials changed",
+        AdminRequest::CreateAcls { .. } => "ACLs created",
+        AdminRequest::DeleteAcls { .. } => "ACLs deleted",
         AdminRequest::CreateTopics { .. } => "topic created",
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",

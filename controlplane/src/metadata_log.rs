@@ -46,6 +46,7 @@ const KIND_VOTER_ENDPOINT: u8 = 15;
 /// KIND_BROKER with the broker's named listeners after it.
 const KIND_BROKER_LISTENERS: u8 = 16;
 const KIND_SCRAM_CREDENTIAL: u8 = 17;
+const KIND_ACL: u8 = 18;
 /// Most listeners a broker registration may name.
 const LISTENERS_MAX: usize = 64;
 /// Longest replica list a partition record may carry.
@@ -134,6 +135,12 @@ pub enum MetadataRecord {
         user: String,
         mechanism: dataplane::net::scram::ScramMechanism,
         credential: Option<dataplane::net::scram::ScramCredential>,
+    },
+    /// An ACL was created (`Some`) or deleted (`None`): Kafka's AccessControlEntryRecord
+    /// / RemoveAccessControlEntryRecord, by the id the controller gave it.
+    Acl {
+        id: uuid::Uuid,
+        binding: Option<dataplane::acl::AclBinding>,
     },
     /// A config was set (`Some`) or removed (`None`).
     Config {
@@ -338,6 +345,25 @@ impl MetadataRecord {
                     }
                 }
             }
+            MetadataRecord::Acl { id, binding } => {
+                out.extend_from_slice(&[KIND_ACL, RECORD_VERSION, flags]);
+                out.extend_from_slice(id.as_bytes());
+                match binding {
+                    None => out.push(0),
+                    Some(b) => {
+                        out.extend_from_slice(&[
+                            1,
+                            b.resource_type.code() as u8,
+                            b.pattern_type.code() as u8,
+                            b.operation.code() as u8,
+                            b.permission.code() as u8,
+                        ]);
+                        put_str(&mut out, "resource name", &b.resource_name)?;
+                        put_str(&mut out, "principal", &b.principal)?;
+                        put_str(&mut out, "host", &b.host)?;
+                    }
+                }
+            }
             MetadataRecord::RemoveTopic { id } => {
                 out.extend_from_slice(&[KIND_REMOVE_TOPIC, RECORD_VERSION, flags]);
                 out.extend_from_slice(id.as_bytes());
@@ -480,6 +506,36 @@ impl MetadataRecord {
                 }
             }
             KIND_REMOVE_TOPIC => MetadataRecord::RemoveTopic { id: r.uuid()? },
+            KIND_ACL => {
+                use dataplane::acl::{
+                    AclBinding, Operation, PatternType, Permission, ResourceType,
+                };
+                let id = r.uuid()?;
+                let binding = match r.u8()? {
+                    0 => None,
+                    1 => {
+                        let resource_type = ResourceType::from_code(r.u8()? as i8)
+                            .ok_or(DecodeError::InvalidField("ACL resource type"))?;
+                        let pattern_type = PatternType::from_code(r.u8()? as i8)
+                            .ok_or(DecodeError::InvalidField("ACL pattern type"))?;
+                        let operation = Operation::from_code(r.u8()? as i8)
+                            .ok_or(DecodeError::InvalidField("ACL operation"))?;
+                        let permission = Permission::from_code(r.u8()? as i8)
+                            .ok_or(DecodeError::InvalidField("ACL permission"))?;
+                        Some(AclBinding {
+                            resource_type,
+                            resource_name: r.string()?,
+                            pattern_type,
+                            principal: r.string()?,
+                            host: r.string()?,
+                            operation,
+                            permission,
+                        })
+                    }
+                    _ => return Err(DecodeError::InvalidField("ACL presence")),
+                };
+                MetadataRecord::Acl { id, binding }
+            }
             KIND_SCRAM_CREDENTIAL => MetadataRecord::ScramCredential {
                 user: r.string()?,
                 mechanism: dataplane::net::scram::ScramMechanism::from_code(r.u8()? as i8)
@@ -918,6 +974,22 @@ mod tests {
                 user: "bob".into(),
                 mechanism: dataplane::net::scram::ScramMechanism::Sha256,
                 credential: None,
+            },
+            MetadataRecord::Acl {
+                id: uuid::Uuid::from_u128(7),
+                binding: Some(dataplane::acl::AclBinding {
+                    resource_type: dataplane::acl::ResourceType::ClusterMirror,
+                    resource_name: "dr".into(),
+                    pattern_type: dataplane::acl::PatternType::Prefixed,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: dataplane::acl::Operation::Describe,
+                    permission: dataplane::acl::Permission::Deny,
+                }),
+            },
+            MetadataRecord::Acl {
+                id: uuid::Uuid::from_u128(7),
+                binding: None,
             },
         ]
     }

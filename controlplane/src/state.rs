@@ -263,6 +263,8 @@ pub struct ControllerState {
     other_configs: BTreeMap<(ConfigResourceType, String), BTreeMap<String, String>>,
     /// SCRAM credentials by user and mechanism (shared with the images).
     scram: Arc<BTreeMap<(String, ScramMechanism), ScramCredential>>,
+    /// The ACLs (shared with the images).
+    acls: Arc<dataplane::acl::AclSet>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
     /// The cluster id the quorum committed ([`MetadataRecord::ClusterId`]); until then
@@ -297,6 +299,7 @@ impl ControllerState {
             topics_by_id: HashMap::new(),
             other_configs: BTreeMap::new(),
             scram: Arc::default(),
+            acls: Arc::default(),
             next_producer_id: 0,
             cluster_id: None,
             voter_endpoints: BTreeMap::new(),
@@ -398,6 +401,12 @@ impl ControllerState {
                 credential: Some(credential.clone()),
             });
         }
+        for (id, binding) in self.acls.iter() {
+            out.push(MetadataRecord::Acl {
+                id: *id,
+                binding: Some(binding.clone()),
+            });
+        }
         if self.next_producer_id > 0 {
             out.push(MetadataRecord::ProducerIds {
                 next_block_start: self.next_producer_id,
@@ -443,6 +452,7 @@ impl ControllerState {
             .collect();
         image.topics = self.topics.clone();
         image.scram = Arc::clone(&self.scram);
+        image.acls = Arc::clone(&self.acls);
         image.topics_by_id = self.topics_by_id.clone();
         image.mirrors = self
             .other_configs
@@ -896,6 +906,15 @@ impl ControllerState {
                     }
                 }
             }
+            MetadataRecord::Acl { id, binding } => {
+                let acls = Arc::make_mut(&mut self.acls);
+                match binding {
+                    Some(b) => acls.insert(*id, b.clone()),
+                    None => {
+                        acls.remove(id);
+                    }
+                }
+            }
             MetadataRecord::ProducerIds { next_block_start } => {
                 if *next_block_start < self.next_producer_id {
                     return Err(fail(format!(
@@ -950,6 +969,8 @@ impl ControllerState {
                 deletions,
                 upsertions,
             } => self.plan_alter_scram(deletions, upsertions),
+            AdminRequest::CreateAcls { bindings } => self.plan_create_acls(bindings, new_topic_id),
+            AdminRequest::DeleteAcls { filters } => self.plan_delete_acls(filters),
             AdminRequest::CreateMirror { name, configs } => {
                 self.plan_create_mirror(name, configs, new_topic_id)
             }
@@ -1660,6 +1681,47 @@ impl ControllerState {
         Plan {
             records,
             response: AdminResponse::Results(results),
+        }
+    }
+
+    /// CreateAcls: a new id for each ACL not already present (and not repeated in the
+    /// request).
+    fn plan_create_acls(
+        &self,
+        bindings: &[dataplane::acl::AclBinding],
+        new_id: &mut dyn FnMut() -> uuid::Uuid,
+    ) -> Plan {
+        let mut records = Vec::new();
+        for (i, b) in bindings.iter().enumerate() {
+            if !self.acls.contains(b) && !bindings[..i].contains(b) {
+                records.push(MetadataRecord::Acl {
+                    id: new_id(),
+                    binding: Some(b.clone()),
+                });
+            }
+        }
+        let results = bindings.iter().map(|_| AdminResult::ok("")).collect();
+        Plan {
+            records,
+            response: AdminResponse::Results(results),
+        }
+    }
+
+    /// DeleteAcls: every ACL a filter matches goes (once, whichever filters match it).
+    fn plan_delete_acls(&self, filters: &[dataplane::acl::AclFilter]) -> Plan {
+        let mut gone = std::collections::BTreeSet::new();
+        let mut deleted = Vec::new();
+        for filter in filters {
+            let matched: Vec<_> = self.acls.matching(filter).collect();
+            gone.extend(matched.iter().map(|(id, _)| **id));
+            deleted.push(matched.into_iter().map(|(_, b)| b.clone()).collect());
+        }
+        Plan {
+            records: gone
+                .into_iter()
+                .map(|id| MetadataRecord::Acl { id, binding: None })
+                .collect(),
+            response: AdminResponse::DeletedAcls(deleted),
         }
     }
 

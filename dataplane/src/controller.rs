@@ -136,6 +136,16 @@ pub enum AdminRequest {
             crate::net::scram::ScramCredential,
         )>,
     },
+    /// CreateAcls, checked by the data plane: one result per binding, in order; an ACL
+    /// that exists already is left as it is.
+    CreateAcls {
+        bindings: Vec<crate::acl::AclBinding>,
+    },
+    /// DeleteAcls, filters checked by the data plane: answered with
+    /// [`AdminResponse::DeletedAcls`], the ACLs each filter removed.
+    DeleteAcls {
+        filters: Vec<crate::acl::AclFilter>,
+    },
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {
         name: String,
@@ -181,6 +191,8 @@ pub enum AdminResponse {
     Failed { error_code: i16, message: String },
     /// DescribeQuorum's answer.
     Quorum(QuorumDescription),
+    /// DeleteAcls' answer: per filter, the ACLs it removed.
+    DeletedAcls(Vec<Vec<crate::acl::AclBinding>>),
 }
 
 /// One member in a [`QuorumDescription`]: node id, log end (-1: unknown), last heard

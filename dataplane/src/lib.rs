@@ -5,6 +5,7 @@
 //! trait ([`controller::ControllerHandle`]) or a type ([`metadata::MetadataImage`]) and
 //! the binary wires the implementation in.
 
+pub mod acl;
 pub mod api;
 mod buffers;
 pub mod client;

@@ -103,6 +103,8 @@ pub struct MetadataImage {
     pub scram: Arc<
         BTreeMap<(String, crate::net::scram::ScramMechanism), crate::net::scram::ScramCredential>,
     >,
+    /// The cluster's ACLs (CreateAcls), shared between images until they change.
+    pub acls: Arc<crate::acl::AclSet>,
     /// The active controller's node id (this node when alone).
     pub controller_id: i32,
 }
@@ -156,6 +158,7 @@ impl MetadataImage {
             racks: BTreeMap::new(),
             listeners: BTreeMap::new(),
             scram: Arc::default(),
+            acls: Arc::default(),
             controller_id: node_id,
         }
     }

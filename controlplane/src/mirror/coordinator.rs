@@ -1807,6 +1807,7 @@ mod tests {
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
             listeners: Vec::new(),
+            authorizer: None,
         });
         let mut ctxs = Vec::new();
         for (id, queue) in queues.into_iter().enumerate() {

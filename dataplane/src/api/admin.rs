@@ -202,6 +202,7 @@ pub(crate) mod test_support {
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
             listeners: Vec::new(),
+            authorizer: None,
         }
     }
 

@@ -747,6 +747,7 @@ mod tests {
             internal_segment_bytes: (104_857_600, 104_857_600),
             static_configs: Default::default(),
             listeners: Vec::new(),
+            authorizer: None,
         };
         let entries = broker_entries(3, &settings);
         assert!(entries.iter().all(|e| e.read_only));

@@ -3,11 +3,13 @@
 //! Errors of the log and controller are mapped to Kafka error codes here, at the API
 //! boundary, and nowhere else.
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod admin;
 pub mod alter_configs;
 pub mod api_versions;
+pub mod authz;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -68,6 +70,9 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -113,8 +118,31 @@ pub fn is_supported(key: ApiKey, version: i16) -> bool {
         .any(|(k, min, max)| *k == key && (*min..=*max).contains(&version))
 }
 
-/// Dispatches one request. `None`: the request gets no response (Produce with acks=0).
+/// Checks one request against the ACLs (when an authorizer is configured) and
+/// dispatches what passes. `None`: the request gets no response (Produce with acks=0).
 pub async fn handle(
+    ctx: &Rc<ShardCtx>,
+    conn: &crate::net::ConnInfo,
+    header: &RequestHeader,
+    request: RequestKind,
+) -> Option<ResponseKind> {
+    let version = header.request_api_version;
+    let Some(authz) = authz::Authz::new(ctx, conn) else {
+        return dispatch(ctx, conn, header, request).await;
+    };
+    match authz.admit(request, version) {
+        authz::Gate::Refuse(response) => Some(response),
+        authz::Gate::Pass(request, patch) => {
+            let mut response = dispatch(ctx, conn, header, request).await;
+            if let (Some(patch), Some(r)) = (patch, response.as_mut()) {
+                patch(&authz, r, version);
+            }
+            response
+        }
+    }
+}
+
+async fn dispatch(
     ctx: &Rc<ShardCtx>,
     conn: &crate::net::ConnInfo,
     header: &RequestHeader,
@@ -263,6 +291,9 @@ pub async fn handle(
         RequestKind::AlterUserScramCredentials(r) => {
             ResponseKind::AlterUserScramCredentials(scram_credentials::alter(ctx, r).await)
         }
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(acls::create(ctx, r).await),
+        RequestKind::DescribeAcls(r) => ResponseKind::DescribeAcls(acls::describe(ctx, r)),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(acls::delete(ctx, r).await),
         RequestKind::ListTransactions(r) => {
             ResponseKind::ListTransactions(list_transactions::handle(ctx, r, version).await)
         }

@@ -95,15 +95,19 @@ impl ShardListener {
 }
 
 /// Who is on the other end of a connection, as the API handlers see it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct ConnInfo {
     /// The client's address, for log lines.
     pub peer: String,
+    /// The client's IP address, as ACL hosts name it.
+    pub host: String,
     /// The listener it connected to (upper case).
     pub listener: String,
     /// Kafka's principal: `User:<name>` once SASL authenticated it, `User:<subject>`
     /// from a TLS client certificate, `User:ANONYMOUS` otherwise.
     pub principal: String,
+    /// The authorizer's recent decisions for this connection.
+    pub decisions: crate::acl::DecisionCache,
 }
 
 impl ConnInfo {
@@ -111,10 +115,19 @@ impl ConnInfo {
     pub fn anonymous(peer: &str) -> ConnInfo {
         ConnInfo {
             peer: peer.to_owned(),
+            host: host_of(peer),
             listener: "PLAINTEXT".into(),
             principal: "User:ANONYMOUS".into(),
+            decisions: Default::default(),
         }
     }
+}
+
+/// The IP address of a `host:port` peer string (the whole string if it is no socket
+/// address).
+fn host_of(peer: &str) -> String {
+    peer.parse::<std::net::SocketAddr>()
+        .map_or_else(|_| peer.to_owned(), |a| a.ip().to_string())
 }
 
 /// How long a client may take to finish its TLS handshake.
@@ -199,9 +212,11 @@ async fn serve_connection(
         .map_or_else(|_| "unknown".to_string(), |a| a.to_string());
     let _ = stream.set_nodelay(true);
     let mut conn = ConnInfo {
+        host: host_of(&peer),
         peer,
         listener: spec.config.name.clone(),
         principal: "User:ANONYMOUS".into(),
+        decisions: Default::default(),
     };
     let Some(tls) = &spec.tls else {
         return serve_stream(&ctx, stream, &spec, conn, stop).await;
@@ -291,6 +306,7 @@ async fn serve_stream<S>(
                     }
                     if let Some(user) = session.principal() {
                         conn.principal = format!("User:{user}");
+                        conn.decisions = Default::default();
                         tracing::debug!(client = %conn.peer, principal = %conn.principal, "authenticated");
                     }
                 }
@@ -459,7 +475,7 @@ pub async fn handle_frame(
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
     if wire::mirror::keys::ALL.contains(&raw_key) {
-        return handle_mirror_frame(ctx, frame, raw_key, version, &conn.peer)
+        return handle_mirror_frame(ctx, frame, raw_key, version, conn)
             .await
             .map(|b| Some(ResponseFrame::single(b)));
     }
@@ -594,8 +610,9 @@ async fn handle_mirror_frame(
     frame: Bytes,
     raw_key: i16,
     version: i16,
-    peer: &str,
+    conn: &ConnInfo,
 ) -> Result<Bytes, ConnectionError> {
+    let peer = &conn.peer;
     let (header, request) = decode_mirror_request(frame, raw_key, version)?;
     tracing::trace!(
         client = %peer,
@@ -604,7 +621,17 @@ async fn handle_mirror_frame(
         correlation_id = header.correlation_id,
         "mirror request"
     );
-    let response = api::mirror::handle(ctx, &header, request).await;
+    let authz = api::authz::Authz::new(ctx, conn);
+    if let Some(a) = &authz {
+        if let Err(refused) = a.admit_mirror(&request) {
+            return encode_mirror_response(raw_key, header.correlation_id, &refused);
+        }
+    }
+    let named = matches!(&request, MirrorRequest::DescribeMirrors(r) if r.mirror_names.is_some());
+    let mut response = api::mirror::handle(ctx, &header, request).await;
+    if let Some(a) = &authz {
+        a.filter_mirror_response(named, &mut response);
+    }
     encode_mirror_response(raw_key, header.correlation_id, &response)
 }
 

@@ -120,6 +120,8 @@ pub struct ShardSettings {
     pub static_configs: std::collections::BTreeMap<String, String>,
     /// The client listeners every shard binds.
     pub listeners: Vec<crate::net::ListenerConfig>,
+    /// The ACL authorizer's settings; `None`: no authorizer, every request allowed.
+    pub authorizer: Option<crate::acl::AuthorizerConfig>,
 }
 
 /// Everything one shard owns.
