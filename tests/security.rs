@@ -905,3 +905,177 @@ fn acls_made_by_kafka_acls_decide_what_each_principal_may_do() {
     let (_, _, panicked) = broker.log_problems();
     assert!(!panicked, "{}", broker.log_tail(40));
 }
+
+/// IncrementalAlterConfigs SET of one config of mirror `name` (resource type 64).
+fn set_mirror_config(dest: &str, name: &str, key: &str, value: &str) {
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    use kafka_protocol::messages::IncrementalAlterConfigsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let r = mirror_support::connect(dest)
+        .send(
+            &IncrementalAlterConfigsRequest::default().with_resources(vec![
+                AlterConfigsResource::default()
+                    .with_resource_type(64)
+                    .with_resource_name(StrBytes::from_string(name.into()))
+                    .with_configs(vec![AlterableConfig::default()
+                        .with_name(StrBytes::from_string(key.into()))
+                        .with_config_operation(0)
+                        .with_value(Some(StrBytes::from_string(value.into())))]),
+            ]),
+            1,
+        )
+        .expect("IncrementalAlterConfigs");
+    assert_eq!(r.responses[0].error_code, 0, "{r:?}");
+}
+
+/// SCRAM-SHA-512 credentials for `user` on `broker`, sent as AlterUserScramCredentials
+/// (the client salts the password, as kafka-configs does).
+fn add_scram_user(broker: &Broker, user: &str, password: &str) {
+    use dataplane::net::scram::ScramMechanism;
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use kafka_protocol::messages::AlterUserScramCredentialsRequest;
+    use kafka_protocol::protocol::StrBytes;
+    let salt = b"twinlog-test-salt".to_vec();
+    let salted = ScramMechanism::Sha512.salted_password(password.as_bytes(), &salt, 4096);
+    let r = mirror_support::connect(&broker.bootstrap())
+        .send(
+            &AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+                ScramCredentialUpsertion::default()
+                    .with_name(StrBytes::from_string(user.into()))
+                    .with_mechanism(ScramMechanism::Sha512.code())
+                    .with_iterations(4096)
+                    .with_salt(salt.into())
+                    .with_salted_password(salted.into()),
+            ]),
+            0,
+        )
+        .expect("AlterUserScramCredentials");
+    assert_eq!(r.results[0].error_code, 0, "{r:?}");
+}
+
+#[test]
+fn a_mirror_from_a_scram_over_tls_source_copies_byte_for_byte_and_fails_on_a_wrong_password() {
+    let scratch = tempfile::tempdir().expect("scratch");
+    let pki = TestPki::create(&scratch.path().join("pki"), "Twinlog test CA");
+    let (source, [_, sasl_ssl, _]) = tls_broker(&pki);
+    let dest = Broker::start("\"num.partitions\" = 2\n");
+    add_scram_user(&source, "mirror", "mirror-pw");
+    mirror_support::create_topic(&source.bootstrap(), "t", 2);
+    for p in 0..2 {
+        support::produce_batch(&source.bootstrap(), "t", p, 50);
+    }
+    let jaas = |password: &str| {
+        format!(
+            "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"mirror\" password=\"{password}\";"
+        )
+    };
+    let ca = pki.path("ca.pem");
+    let secured = format!("127.0.0.1:{sasl_ssl}");
+    let right = jaas("mirror-pw");
+    let created = mirror_support::create_mirror(
+        &dest.bootstrap(),
+        "m",
+        &secured,
+        &[
+            ("security.protocol", "SASL_SSL"),
+            ("ssl.truststore.type", "PEM"),
+            ("ssl.truststore.location", &ca),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            ("sasl.jaas.config", &right),
+        ],
+    );
+    assert_eq!(created.error_code, 0, "{created:?}");
+    let added = mirror_support::add_topics(&dest.bootstrap(), "m", &["t"]);
+    assert_eq!(added.error_code, 0, "{added:?}");
+    let ends = |n: i64| -> std::collections::BTreeMap<(String, i32), i64> {
+        (0..2).map(|p| (("t".to_string(), p), n)).collect()
+    };
+    mirror_support::wait_for(
+        &dest.bootstrap(),
+        "m",
+        "catch-up over SASL_SSL",
+        Duration::from_secs(60),
+        |d| mirror_support::caught_up(d, &ends(50)),
+    );
+    let same = |what: &str| {
+        for p in 0..2 {
+            let left = mirror_support::read_log(&source.bootstrap(), "t", p);
+            let right = mirror_support::read_log(&dest.bootstrap(), "t", p);
+            assert!(!left.is_empty(), "{what}");
+            mirror_support::assert_same_batches(&left, &right, "t", p);
+        }
+    };
+    same("first copy");
+
+    // A wrong password: the partitions go FAILED with the source's reason.
+    set_mirror_config(
+        &dest.bootstrap(),
+        "m",
+        "sasl.jaas.config",
+        &jaas("wrong-pw"),
+    );
+    for p in 0..2 {
+        support::produce_batch(&source.bootstrap(), "t", p, 25);
+    }
+    let failed = mirror_support::wait_for(
+        &dest.bootstrap(),
+        "m",
+        "FAILED on a wrong password",
+        Duration::from_secs(60),
+        |d| mirror_support::all_in(d, "FAILED"),
+    );
+    for p in mirror_support::partitions(&failed).values() {
+        let message = p.error_message.as_deref().unwrap_or_default();
+        assert!(
+            message.contains("refused the mirror's security settings")
+                && message.contains("Authentication failed"),
+            "{p:?}"
+        );
+        assert_eq!(
+            p.destination_offset, 50,
+            "nothing is fetched with a wrong password"
+        );
+    }
+    // Fixed, they resume at once (not after the FAILED backoff) and catch up.
+    set_mirror_config(&dest.bootstrap(), "m", "sasl.jaas.config", &right);
+    mirror_support::wait_for(
+        &dest.bootstrap(),
+        "m",
+        "resumed after the fix",
+        Duration::from_secs(30),
+        |d| mirror_support::caught_up(d, &ends(75)),
+    );
+    same("after the fix");
+
+    // The password is a sensitive config: DescribeConfigs does not return it, and no
+    // log line shows it.
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::DescribeConfigsRequest;
+    let r = mirror_support::connect(&dest.bootstrap())
+        .send(
+            &DescribeConfigsRequest::default().with_resources(vec![
+                DescribeConfigsResource::default()
+                    .with_resource_type(64)
+                    .with_resource_name(kafka_protocol::protocol::StrBytes::from_static_str("m")),
+            ]),
+            4,
+        )
+        .expect("DescribeConfigs");
+    let jaas_entry = r.results[0]
+        .configs
+        .iter()
+        .find(|c| c.name.as_str() == "sasl.jaas.config")
+        .expect("sasl.jaas.config listed");
+    assert!(
+        jaas_entry.is_sensitive && jaas_entry.value.is_none(),
+        "{jaas_entry:?}"
+    );
+    for (who, log) in [("destination", dest.log()), ("source", source.log())] {
+        assert!(
+            !log.contains("mirror-pw") && !log.contains("wrong-pw"),
+            "the {who} logged the password"
+        );
+    }
+}

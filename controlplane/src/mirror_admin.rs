@@ -68,9 +68,7 @@ pub const MIRROR_NON_CONNECTION_CONFIGS: &[&str] = &[
 ];
 
 /// Whether a mirror config holds a secret (never echoed by DescribeConfigs).
-pub fn is_sensitive_mirror_config(key: &str) -> bool {
-    key.ends_with(".password") || key == "sasl.jaas.config" || key.ends_with(".key")
-}
+pub use dataplane::api::describe_configs::is_sensitive_mirror_config;
 
 /// Checks one mirror config; `Err` names the key and says what is wrong.
 pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
@@ -98,12 +96,11 @@ pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
         };
     }
     if key == "security.protocol" {
-        return if value.eq_ignore_ascii_case("PLAINTEXT") {
-            Ok(())
-        } else {
-            Err(format!(
-                "Invalid value {value:?} for mirror config security.protocol: only PLAINTEXT source connections are supported"
-            ))
+        return match dataplane::net::listener::SecurityProtocol::parse(value.trim()) {
+            Some(_) => Ok(()),
+            None => Err(format!(
+                "Invalid value {value:?} for mirror config security.protocol: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            )),
         };
     }
     for pattern_key in [
@@ -213,6 +210,12 @@ impl ControllerState {
             return failed(
                 ResponseError::InvalidConfig.code(),
                 "Mirror config bootstrap.servers is required".to_string(),
+            );
+        }
+        if let Err(m) = dataplane::client::security::ClientSecurity::from_configs(&stored) {
+            return failed(
+                ResponseError::InvalidConfig.code(),
+                format!("Invalid mirror config {m}"),
             );
         }
         let mut plan = Plan::answer(AdminResponse::Results(vec![AdminResult::ok(name)]));
@@ -522,6 +525,12 @@ impl ControllerState {
                     format!("Mirror config {required} cannot be removed"),
                 );
             }
+        }
+        if let Err(m) = dataplane::client::security::ClientSecurity::from_configs(&target) {
+            return fail(
+                ResponseError::InvalidConfig.code(),
+                format!("Invalid mirror config {m}"),
+            );
         }
         if target.get("source.cluster.id") != current.get("source.cluster.id") {
             return fail(

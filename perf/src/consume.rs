@@ -107,6 +107,7 @@ async fn connect(addr: &str, cfg: &ConsumeConfig) -> Result<(KafkaConnection, i1
         request_timeout: Duration::from_millis(cfg.max_wait_ms.max(0) as u64)
             + Duration::from_secs(30),
         response_bytes_max: (cfg.max_bytes.max(0) as usize).max(1 << 20) + (16 << 20),
+        ..Default::default()
     };
     let conn = KafkaConnection::connect_with(addr, &config).await?;
     let key = FetchRequest::KEY;

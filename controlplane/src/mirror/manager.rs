@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dataplane::client::cluster::SourceCluster;
-use dataplane::client::ConnectionConfig;
 use dataplane::controller::{AdminRequest, AdminResponse, ControllerHandle};
 use dataplane::failpoint::fail_point;
 use dataplane::fetcher::{MirrorEvent, MirrorFetchConfig};
@@ -52,6 +51,9 @@ struct PartitionRuntime {
     /// FAILED (or a failed STOPPING): retry not before this, while the stored state
     /// still has this state epoch (an operator's `mirror recover` writes a new one).
     retry_at: Option<(Instant, i32)>,
+    /// The mirror's fetch config when the partition FAILED: once the operator changes
+    /// the mirror's configs (a fixed password), the backoff no longer applies.
+    failed_with: Option<MirrorFetchConfig>,
 }
 
 type Key = (String, TopicPartition);
@@ -392,6 +394,7 @@ impl MirrorManager {
                         retry_at: runtime
                             .retry_at
                             .filter(|(_, epoch)| *epoch == entry.state_epoch)
+                            .filter(|_| runtime.failed_with.as_ref() == config.as_ref())
                             .map(|(at, _)| at),
                         now,
                     },
@@ -826,6 +829,10 @@ impl MirrorManager {
         let mut parts = self.partitions.borrow_mut();
         let rt = parts.entry(key).or_default();
         rt.retry_at = Some((Instant::now() + backoff, state_epoch));
+        rt.failed_with = image
+            .mirrors
+            .get(mirror)
+            .map(|m| MirrorFetchConfig::from_image(m));
     }
 
     /// Sends `request` to the shard that owns `tp`.
@@ -1091,11 +1098,16 @@ impl MirrorManager {
             return Err(format!("mirror {mirror} no longer exists").into());
         };
         let fetch = MirrorFetchConfig::from_image(m);
-        let mut conn_config = ConnectionConfig::new(
-            &fetch.client_id,
-            Duration::from_millis(fetch.connect_timeout_ms),
-        );
-        conn_config.request_timeout = Duration::from_millis(fetch.request_timeout_ms);
+        let conn_config = fetch
+            .connection(
+                &fetch.client_id,
+                Duration::from_millis(fetch.request_timeout_ms),
+            )
+            .map_err(|message| StepError {
+                message,
+                retryable: false,
+                not_ours: false,
+            })?;
         let mut cluster =
             SourceCluster::new(&fetch.bootstrap_servers, conn_config).map_err(|e| StepError {
                 message: e.to_string(),

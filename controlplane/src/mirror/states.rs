@@ -398,6 +398,7 @@ impl MirrorStates {
                     connect_timeout: Duration::from_secs(5),
                     request_timeout: Duration::from_secs(15),
                     response_bytes_max: 64 << 20,
+                    ..Default::default()
                 };
                 KafkaConnection::connect_with(&addr.to_string(), &config)
                     .await

@@ -926,16 +926,18 @@ impl MirrorSync {
             .map(|(t, _)| Arc::clone(t))
             .collect();
         let fetch = MirrorFetchConfig::from_image(&mirror);
-        let mut conn_config = ConnectionConfig::new(
-            &format!("{}-sync", fetch.client_id),
-            Duration::from_millis(fetch.connect_timeout_ms),
-        );
-        conn_config.request_timeout = Duration::from_millis(fetch.request_timeout_ms);
-        let mut source = match SourceCluster::new(&fetch.bootstrap_servers, conn_config) {
+        let mut source = match fetch
+            .connection(
+                &format!("{}-sync", fetch.client_id),
+                Duration::from_millis(fetch.request_timeout_ms),
+            )
+            .and_then(|c| {
+                SourceCluster::new(&fetch.bootstrap_servers, c).map_err(|e| e.to_string())
+            }) {
             Ok(s) => s,
             Err(e) => {
                 for step in steps::ALL {
-                    self.record(name, step, Err(format!("bootstrap.servers: {e}")));
+                    self.record(name, step, Err(format!("source connection: {e}")));
                 }
                 return;
             }

@@ -201,6 +201,7 @@ mod tests {
             request_timeout_ms: 30_000,
             connect_timeout_ms: 10_000,
             fetch_connections: 1,
+            security: Ok(Default::default()),
         }
     }
 

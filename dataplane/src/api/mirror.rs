@@ -126,19 +126,20 @@ fn simple(error_code: i16, message: Option<String>) -> SimpleMirrorResponse {
     }
 }
 
-fn source_connection_config(configs: &BTreeMap<String, String>, name: &str) -> ConnectionConfig {
-    let ms = |k: &str, d: u64| {
-        configs
-            .get(k)
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(d)
-    };
-    let mut c = ConnectionConfig::new(
+/// The admin connection to a mirror's source, from the mirror's configs. `Err`: a
+/// security config is wrong.
+fn source_connection_config(
+    configs: &BTreeMap<String, String>,
+    name: &str,
+) -> Result<ConnectionConfig, String> {
+    let fetch = crate::fetcher::MirrorFetchConfig::from_image(&crate::metadata::MirrorImage {
+        name: name.to_owned(),
+        configs: configs.clone(),
+    });
+    fetch.connection(
         &format!("twinlog-mirror-admin-{name}"),
-        Duration::from_millis(ms("socket.connection.setup.timeout.ms", 10_000).clamp(100, 600_000)),
-    );
-    c.request_timeout = Duration::from_millis(ms("request.timeout.ms", 30_000).clamp(100, 600_000));
-    c
+        Duration::from_millis(fetch.request_timeout_ms),
+    )
 }
 
 async fn create_mirror(ctx: &Rc<ShardCtx>, r: CreateMirrorRequest) -> SimpleMirrorResponse {
@@ -171,10 +172,16 @@ async fn create_mirror(ctx: &Rc<ShardCtx>, r: CreateMirrorRequest) -> SimpleMirr
     }
     // Fill in (or check) the source cluster id by asking the source.
     let given = configs.get("source.cluster.id").cloned();
-    let found = match SourceCluster::new(
-        &bootstrap,
-        source_connection_config(&configs, &r.mirror_name),
-    ) {
+    let connection = match source_connection_config(&configs, &r.mirror_name) {
+        Ok(c) => c,
+        Err(e) => {
+            return simple(
+                ResponseError::InvalidConfig.code(),
+                Some(format!("Invalid mirror config {e}")),
+            )
+        }
+    };
+    let found = match SourceCluster::new(&bootstrap, connection) {
         Err(e) => {
             return simple(
                 ResponseError::InvalidConfig.code(),
@@ -351,26 +358,26 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
     // Topic ids and partition counts come from the source, and the source and loop
     // checks run even when the request brings ids and counts (audit, smaller items).
     {
-        let mut source = match SourceCluster::new(
-            mirror.bootstrap_servers(),
-            source_connection_config(&mirror.configs, &mirror.name),
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                return topics_response(
-                    wanted
-                        .iter()
-                        .map(|t| {
-                            AdminResult::err(
-                                t.name.clone(),
-                                ResponseError::InvalidConfig.code(),
-                                e.to_string(),
-                            )
-                        })
-                        .collect(),
-                )
-            }
-        };
+        let mut source =
+            match source_connection_config(&mirror.configs, &mirror.name).and_then(|c| {
+                SourceCluster::new(mirror.bootstrap_servers(), c).map_err(|e| e.to_string())
+            }) {
+                Ok(s) => s,
+                Err(e) => {
+                    return topics_response(
+                        wanted
+                            .iter()
+                            .map(|t| {
+                                AdminResult::err(
+                                    t.name.clone(),
+                                    ResponseError::InvalidConfig.code(),
+                                    e.to_string(),
+                                )
+                            })
+                            .collect(),
+                    )
+                }
+            };
         let topics = if patterns.is_empty() {
             let names: Vec<String> = wanted.iter().map(|t| t.name.clone()).collect();
             source.metadata(Some(&names)).await

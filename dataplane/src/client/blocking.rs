@@ -192,6 +192,7 @@ mod tests {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_millis(500),
             response_bytes_max: 1 << 20,
+            ..Default::default()
         }
     }
 

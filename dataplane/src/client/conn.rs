@@ -22,8 +22,70 @@ const TIMEOUT_MIN: Duration = Duration::from_millis(1);
 /// the connection is broken for good (see [`is_broken`](Self::is_broken)).
 #[derive(Debug)]
 pub struct KafkaConnection {
-    stream: TcpStream,
+    stream: Stream,
     session: Session,
+}
+
+/// The socket, in the clear or inside TLS (encrypted on this shard, no thread hop).
+#[derive(Debug)]
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<futures_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
+impl futures_lite::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut [u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl futures_lite::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_close(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_close(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_close(cx),
+        }
+    }
 }
 
 /// The addresses of `addr` (`host:port`). Literal IPs are parsed on the spot; a host
@@ -96,12 +158,111 @@ impl KafkaConnection {
         setup(stream.set_nodelay(true))?;
         setup(stream.set_read_timeout(Some(request_timeout)))?;
         setup(stream.set_write_timeout(Some(request_timeout)))?;
+        let stream = match &config.security.tls {
+            None => Stream::Plain(stream),
+            Some(tls) => {
+                let refused = |message: String| ClientError::Authentication {
+                    addr: addr.to_string(),
+                    message,
+                };
+                let client = tls.load().map_err(refused)?;
+                let (host, _) = split_host_port(addr)?;
+                let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                    .map_err(|e| refused(format!("{host} is no TLS server name: {e}")))?;
+                let tls = futures_rustls::TlsConnector::from(client)
+                    .connect(name, stream)
+                    .await
+                    .map_err(|e| match e.kind() {
+                        std::io::ErrorKind::InvalidData => refused(format!("TLS handshake: {e}")),
+                        _ => io_error(addr, "in the TLS handshake", e),
+                    })?;
+                Stream::Tls(Box::new(tls))
+            }
+        };
         let mut conn = KafkaConnection {
             stream,
             session: Session::new(addr, config),
         };
         conn.handshake().await?;
+        if let Some(login) = &config.security.sasl {
+            conn.authenticate(login).await?;
+        }
         Ok(conn)
+    }
+
+    /// SaslHandshake v1 and SaslAuthenticate (PLAIN: one token; SCRAM: two, and the
+    /// broker's signature checked). A refusal is [`ClientError::Authentication`] with
+    /// the broker's message.
+    async fn authenticate(
+        &mut self,
+        login: &super::security::SaslLogin,
+    ) -> Result<(), ClientError> {
+        use super::security::SaslMechanism;
+        use kafka_protocol::messages::{SaslAuthenticateRequest, SaslHandshakeRequest};
+        use kafka_protocol::protocol::StrBytes;
+        let addr = self.session.addr.clone();
+        let refused = |message: String| ClientError::Authentication {
+            addr: addr.clone(),
+            message,
+        };
+        let mechanism = login.mechanism.name();
+        if self.pick_version(17, 1, 1).is_none() {
+            return Err(refused("the broker does not serve SaslHandshake v1".into()));
+        }
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+        let r = self.send(&handshake, 1).await?;
+        if r.error_code != 0 {
+            let offered: Vec<&str> = r.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(refused(format!(
+                "the listener does not enable {mechanism} (it offers {})",
+                offered.join(", ")
+            )));
+        }
+        let version = self
+            .pick_version(36, 0, 2)
+            .ok_or_else(|| refused("the broker does not serve SaslAuthenticate".into()))?;
+        let step =
+            |token: Vec<u8>| SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+        let check = |r: &kafka_protocol::messages::SaslAuthenticateResponse| {
+            if r.error_code == 0 {
+                Ok(())
+            } else {
+                Err(refused(r.error_message.as_ref().map_or_else(
+                    || format!("error code {}", r.error_code),
+                    |m| m.to_string(),
+                )))
+            }
+        };
+        match login.mechanism {
+            SaslMechanism::Plain => {
+                let token = format!("\0{}\0{}", login.username, login.password).into_bytes();
+                let r = self.send(&step(token), version).await?;
+                check(&r)
+            }
+            SaslMechanism::Scram(m) => {
+                let nonce = uuid::Uuid::new_v4().simple().to_string();
+                let mut client = crate::net::scram::ScramClient::new(
+                    m,
+                    &login.username,
+                    &login.password,
+                    &nonce,
+                );
+                let r = self
+                    .send(&step(client.first_message().into_bytes()), version)
+                    .await?;
+                check(&r)?;
+                let server_first = String::from_utf8_lossy(&r.auth_bytes).into_owned();
+                let last = client.final_message(&server_first).map_err(&refused)?;
+                let r = self.send(&step(last.into_bytes()), version).await?;
+                check(&r)?;
+                if client.verify_server(&String::from_utf8_lossy(&r.auth_bytes)) {
+                    Ok(())
+                } else {
+                    Err(refused("the broker's SCRAM signature does not match: it does not know the password".into()))
+                }
+            }
+        }
     }
 
     async fn handshake(&mut self) -> Result<(), ClientError> {
@@ -156,8 +317,8 @@ impl KafkaConnection {
         let addr = &self.session.addr;
         let set =
             |r: glommio::Result<(), ()>| r.map_err(|e| io_error(addr, "configuring", e.into()));
-        set(self.stream.set_read_timeout(timeout))?;
-        set(self.stream.set_write_timeout(timeout))
+        set(self.stream.tcp().set_read_timeout(timeout))?;
+        set(self.stream.tcp().set_write_timeout(timeout))
     }
 
     /// Changes the largest response frame accepted.
@@ -376,6 +537,7 @@ pub(crate) mod tests {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_millis(500),
             response_bytes_max: 1 << 20,
+            ..Default::default()
         }
     }
 

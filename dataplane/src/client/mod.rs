@@ -30,6 +30,7 @@ pub mod blocking;
 pub mod cluster;
 pub mod codec;
 pub mod conn;
+pub mod security;
 mod session;
 
 use std::collections::BTreeMap;
@@ -104,6 +105,10 @@ pub enum ClientError {
     /// An earlier error left this connection unusable; open a new one.
     #[error("connection to {addr} is broken by an earlier error")]
     Broken { addr: String },
+    /// The broker refused the credentials (SASL), or the TLS handshake failed: the
+    /// security settings are wrong, and retrying with them will not help.
+    #[error("authentication with {addr} failed: {message}")]
+    Authentication { addr: String, message: String },
     /// A malformed address or `bootstrap.servers` string.
     #[error("invalid address {addr:?}: {message}")]
     InvalidAddress { addr: String, message: String },
@@ -136,6 +141,8 @@ pub struct ConnectionConfig {
     /// Largest response frame accepted; a larger one breaks the connection with
     /// [`ClientError::FrameTooLarge`] instead of allocating.
     pub response_bytes_max: usize,
+    /// TLS and SASL for a secured listener (default: PLAINTEXT).
+    pub security: security::ClientSecurity,
 }
 
 impl Default for ConnectionConfig {
@@ -145,6 +152,7 @@ impl Default for ConnectionConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             response_bytes_max: DEFAULT_RESPONSE_BYTES_MAX,
+            security: security::ClientSecurity::default(),
         }
     }
 }

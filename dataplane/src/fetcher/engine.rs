@@ -517,6 +517,11 @@ pub enum FetchError {
     /// the FAILED retry with backoff brings it back once the source is reachable).
     #[error("the source cluster is unreachable: {0}")]
     SourceUnreachable(String),
+    /// The source refused the mirror's credentials or TLS settings: FAILED with the
+    /// broker's reason, retried with backoff, and at once when the mirror's configs
+    /// change.
+    #[error("the source cluster refused the mirror's security settings: {0}")]
+    SourceAuthentication(String),
     /// Held after a cut where the source diverged, the partition could not be checked
     /// any more (this broker stopped leading it). Not converging in time only holds it.
     #[error("{0}")]
@@ -539,6 +544,7 @@ impl FetchError {
             | FetchError::EpochBump(_)
             | FetchError::Restart(_)
             | FetchError::SourceUnreachable(_)
+            | FetchError::SourceAuthentication(_)
             | FetchError::NotConverged(_) => true,
         }
     }

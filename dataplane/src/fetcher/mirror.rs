@@ -31,7 +31,7 @@ use super::engine::{
 };
 use super::{MirrorEvent, MirrorFetchConfig, MirrorPartitionStatus};
 use crate::client::cluster::ClusterMetadata;
-use crate::client::{ClientError, ConnectionConfig};
+use crate::client::ClientError;
 use crate::controller::{AdminRequest, AdminResponse};
 use crate::shard::{now_ms, ShardCtx};
 use crate::types::{LeaderEpoch, Offset, TopicPartition};
@@ -219,16 +219,21 @@ impl MirrorFetcher {
     }
 
     async fn run(self: Rc<Self>, ctx: Rc<ShardCtx>) {
-        let mut connection = ConnectionConfig::new(
-            &self.config.client_id,
-            Duration::from_millis(self.config.connect_timeout_ms),
-        );
-        connection.request_timeout = Duration::from_millis(
-            self.config.request_timeout_ms + self.config.fetch_wait_max_ms.max(0) as u64,
-        );
-        connection.response_bytes_max =
-            (self.config.fetch_response_max_bytes as usize).saturating_mul(2) + (1 << 20);
-        let directory = match SourceDirectory::new(&self.config.bootstrap_servers, connection) {
+        let directory = self
+            .config
+            .connection(
+                &self.config.client_id,
+                Duration::from_millis(
+                    self.config.request_timeout_ms + self.config.fetch_wait_max_ms.max(0) as u64,
+                ),
+            )
+            .and_then(|mut connection| {
+                connection.response_bytes_max =
+                    (self.config.fetch_response_max_bytes as usize).saturating_mul(2) + (1 << 20);
+                SourceDirectory::new(&self.config.bootstrap_servers, connection)
+                    .map_err(|e| e.to_string())
+            });
+        let directory = match directory {
             Ok(d) => d,
             Err(e) => {
                 for tp in self.partitions() {
@@ -300,6 +305,12 @@ impl MirrorFetcher {
                             continue;
                         }
                         metadata = Some(m);
+                    }
+                    Err(e) if authentication_failed(&e) => {
+                        for (tp, _) in &ready {
+                            self.fail(&ctx, tp, FetchError::SourceAuthentication(e.to_string()));
+                        }
+                        continue;
                     }
                     Err(e)
                         if e.breaks_connection()
@@ -1326,6 +1337,16 @@ fn error_name(code: i16) -> String {
     match ResponseError::try_from_code(code) {
         Some(e) => format!("{e:?} ({code})"),
         None => format!("error {code}"),
+    }
+}
+
+/// Whether the source refused the mirror's credentials or TLS settings (directly, or as
+/// the last error of an unreachable bootstrap list).
+fn authentication_failed(e: &ClientError) -> bool {
+    match e {
+        ClientError::Authentication { .. } => true,
+        ClientError::NoBrokerReachable { last_error, .. } => authentication_failed(last_error),
+        _ => false,
     }
 }
 

@@ -56,6 +56,9 @@ pub struct MirrorFetchConfig {
     /// shard was fastest (perf/RESULTS.md): more split each response and wait for the
     /// slowest.
     pub fetch_connections: usize,
+    /// TLS and SASL toward the source (`security.protocol`, `ssl.*`, `sasl.*`); `Err`
+    /// says which of those configs is wrong.
+    pub security: Result<crate::client::security::ClientSecurity, String>,
 }
 
 impl MirrorFetchConfig {
@@ -84,7 +87,25 @@ impl MirrorFetchConfig {
             connect_timeout_ms: int("socket.connection.setup.timeout.ms", 10_000)
                 .clamp(100, 600_000) as u64,
             fetch_connections: int("mirror.fetch.connections", 1).clamp(1, 8) as usize,
+            security: crate::client::security::ClientSecurity::from_configs(c),
         }
+    }
+
+    /// How a connection to the source is made: `client_id`, the connect timeout, the
+    /// request timeout given and the security settings. `Err`: a security config is
+    /// wrong.
+    pub fn connection(
+        &self,
+        client_id: &str,
+        request_timeout: std::time::Duration,
+    ) -> Result<crate::client::ConnectionConfig, String> {
+        let mut c = crate::client::ConnectionConfig::new(
+            client_id,
+            std::time::Duration::from_millis(self.connect_timeout_ms),
+        );
+        c.request_timeout = request_timeout;
+        c.security = self.security.clone()?;
+        Ok(c)
     }
 }
 

@@ -248,15 +248,28 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 /// username="admin" password="pw" user_admin="pw" user_alice="pw2";`): its
 /// `user_<name>="<password>"` options.
 pub fn jaas_plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> {
+    let (_, options) = jaas_options(jaas)?;
+    Ok(options
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v)))
+        .collect())
+}
+
+/// A JAAS config's login module class and its quoted options
+/// (`<LoginModule> <flag> key="value" ...;`).
+pub fn jaas_options(jaas: &str) -> Result<(String, BTreeMap<String, String>), String> {
     let mut out = BTreeMap::new();
-    let mut rest = jaas.trim();
-    // The login module class and its flag come first.
-    for _ in 0..2 {
-        rest = rest
-            .split_once(char::is_whitespace)
-            .map(|(_, r)| r.trim_start())
-            .ok_or_else(|| "expected `<LoginModule> required <options>;`".to_string())?;
-    }
+    let expected = || "expected `<LoginModule> required <options>;`".to_string();
+    let (module, rest) = jaas
+        .trim()
+        .split_once(char::is_whitespace)
+        .ok_or_else(expected)?;
+    // The control flag (required, requisite, ...) comes next.
+    let mut rest = rest
+        .trim_start()
+        .split_once(char::is_whitespace)
+        .map(|(_, r)| r.trim_start())
+        .ok_or_else(expected)?;
     while let Some((key, after)) = rest.split_once('=') {
         let key = key.trim();
         let after = after.trim_start();
@@ -266,9 +279,7 @@ pub fn jaas_plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> 
         let (value, tail) = value_start
             .split_once('"')
             .ok_or_else(|| format!("the value of {key} has no closing quote"))?;
-        if let Some(user) = key.strip_prefix("user_") {
-            out.insert(user.to_string(), value.to_string());
-        }
+        out.insert(key.to_string(), value.to_string());
         rest = tail.trim_start();
         if rest.starts_with(';') {
             break;
@@ -277,7 +288,7 @@ pub fn jaas_plain_users(jaas: &str) -> Result<BTreeMap<String, String>, String> 
     if !rest.starts_with(';') {
         return Err("expected `;` at the end".to_string());
     }
-    Ok(out)
+    Ok((module.to_string(), out))
 }
 
 #[cfg(test)]

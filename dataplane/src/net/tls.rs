@@ -94,39 +94,7 @@ impl TlsConfig {
     /// Reads the PEM files and builds the rustls server config.
     pub fn load(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut chain = Vec::new();
-        let mut key = None;
-        for source in &self.keystore {
-            let text = read_pem(source)?;
-            for cert in CertificateDer::pem_slice_iter(&text) {
-                chain.push(cert.map_err(|e| pem_error("keystore certificate", e))?);
-            }
-            if key.is_none() && has_private_key(&text) {
-                if text
-                    .windows(b"ENCRYPTED PRIVATE KEY".len())
-                    .any(|w| w == b"ENCRYPTED PRIVATE KEY")
-                {
-                    return Err(TlsError::Pem {
-                        what: "keystore key",
-                        message: "an encrypted private key (ssl.key.password) is not supported; give the key unencrypted, readable by the broker only".into(),
-                    });
-                }
-                key = Some(
-                    PrivateKeyDer::from_pem_slice(&text)
-                        .map_err(|e| pem_error("keystore key", e))?,
-                );
-            }
-        }
-        let key = key.ok_or_else(|| TlsError::Pem {
-            what: "keystore",
-            message: "no PRIVATE KEY block".into(),
-        })?;
-        if chain.is_empty() {
-            return Err(TlsError::Pem {
-                what: "keystore",
-                message: "no CERTIFICATE block".into(),
-            });
-        }
+        let (chain, key) = load_keystore(&self.keystore)?;
         let mut versions: Vec<&'static rustls::SupportedProtocolVersion> = Vec::new();
         if self.tls13 {
             versions.push(&rustls::version::TLS13);
@@ -139,12 +107,7 @@ impl TlsConfig {
         let builder = match (self.client_auth, &self.truststore) {
             (ClientAuth::None, _) => builder.with_no_client_auth(),
             (auth, Some(truststore)) => {
-                let mut roots = rustls::RootCertStore::empty();
-                for cert in CertificateDer::pem_slice_iter(&read_pem(truststore)?) {
-                    roots
-                        .add(cert.map_err(|e| pem_error("truststore certificate", e))?)
-                        .map_err(|e| TlsError::Verifier(e.to_string()))?;
-                }
+                let roots = load_roots(truststore)?;
                 let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots),
                     provider,
@@ -195,6 +158,147 @@ impl TlsConfig {
         };
         let dn = subject_rfc2253(cert.as_ref())?;
         map_principal(&self.principal_rules, &dn).map(|name| format!("User:{name}"))
+    }
+}
+
+/// A keystore's certificate chain and (unencrypted) private key.
+fn load_keystore(
+    keystore: &[Pem],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let mut chain = Vec::new();
+    let mut key = None;
+    for source in keystore {
+        let text = read_pem(source)?;
+        for cert in CertificateDer::pem_slice_iter(&text) {
+            chain.push(cert.map_err(|e| pem_error("keystore certificate", e))?);
+        }
+        if key.is_none() && has_private_key(&text) {
+            if text
+                .windows(b"ENCRYPTED PRIVATE KEY".len())
+                .any(|w| w == b"ENCRYPTED PRIVATE KEY")
+            {
+                return Err(TlsError::Pem {
+                    what: "keystore key",
+                    message: "an encrypted private key (ssl.key.password) is not supported; give the key unencrypted, readable by the broker only".into(),
+                });
+            }
+            key = Some(
+                PrivateKeyDer::from_pem_slice(&text).map_err(|e| pem_error("keystore key", e))?,
+            );
+        }
+    }
+    let key = key.ok_or_else(|| TlsError::Pem {
+        what: "keystore",
+        message: "no PRIVATE KEY block".into(),
+    })?;
+    if chain.is_empty() {
+        return Err(TlsError::Pem {
+            what: "keystore",
+            message: "no CERTIFICATE block".into(),
+        });
+    }
+    Ok((chain, key))
+}
+
+/// The CA certificates of a truststore.
+fn load_roots(truststore: &Pem) -> Result<rustls::RootCertStore, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&read_pem(truststore)?) {
+        roots
+            .add(cert.map_err(|e| pem_error("truststore certificate", e))?)
+            .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::Pem {
+            what: "truststore",
+            message: "no CERTIFICATE block".into(),
+        });
+    }
+    Ok(roots)
+}
+
+/// Where Debian keeps the system's CA bundle: a client with no truststore trusts it.
+const SYSTEM_CA_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// TLS settings of a connection Twinlog makes (a mirror's source): the CAs it trusts
+/// (the system bundle when `None`), an optional client certificate, and whether the
+/// server's certificate must name the host dialled
+/// (`ssl.endpoint.identification.algorithm` = https, Kafka's default).
+pub fn client_config(
+    truststore: Option<&Pem>,
+    keystore: &[Pem],
+    verify_hostname: bool,
+) -> Result<Arc<rustls::ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let system = Pem::File(PathBuf::from(SYSTEM_CA_BUNDLE));
+    let roots = Arc::new(load_roots(truststore.unwrap_or(&system))?);
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()?;
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+        .build()
+        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+    let builder = if verify_hostname {
+        builder.with_webpki_verifier(verifier)
+    } else {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyNameVerifier(verifier)))
+    };
+    let config = if keystore.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let (chain, key) = load_keystore(keystore)?;
+        builder.with_client_auth_cert(chain, key)?
+    };
+    Ok(Arc::new(config))
+}
+
+/// Checks the server's chain against the trusted CAs but not the name in it
+/// (`ssl.endpoint.identification.algorithm` set empty).
+#[derive(Debug)]
+struct AnyNameVerifier(Arc<rustls::client::WebPkiServerVerifier>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyNameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        match self
+            .0
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+            | Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForNameContext { .. },
+            )) => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.supported_verify_schemes()
     }
 }
 

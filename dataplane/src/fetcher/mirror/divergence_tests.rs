@@ -193,6 +193,7 @@ fn fetcher() -> MirrorFetcher {
         request_timeout_ms: 1000,
         connect_timeout_ms: 1000,
         fetch_connections: 1,
+        security: Ok(Default::default()),
     });
     f.add(tp());
     f
