@@ -915,6 +915,7 @@ fn log_outcome(request: &AdminRequest, response: &AdminResponse) {
         AdminRequest::AlterScramCredentials { .. } => "SCRAM credentials changed",
         AdminRequest::CreateAcls { .. } => "ACLs created",
         AdminRequest::DeleteAcls { .. } => "ACLs deleted",
+        AdminRequest::SyncMirrorAcls { .. } => "mirror ACLs synced",
         AdminRequest::CreateTopics { .. } => "topic created",
         AdminRequest::DeleteTopics { .. } => "topic deleted",
         AdminRequest::CreatePartitions { .. } => "partitions added",

@@ -47,6 +47,8 @@ const KIND_VOTER_ENDPOINT: u8 = 15;
 const KIND_BROKER_LISTENERS: u8 = 16;
 const KIND_SCRAM_CREDENTIAL: u8 = 17;
 const KIND_ACL: u8 = 18;
+/// An ACL made by a mirror's ACL sync: an ACL record plus the mirror and held flag.
+const KIND_MIRRORED_ACL: u8 = 19;
 /// Most listeners a broker registration may name.
 const LISTENERS_MAX: usize = 64;
 /// Longest replica list a partition record may carry.
@@ -137,10 +139,13 @@ pub enum MetadataRecord {
         credential: Option<dataplane::net::scram::ScramCredential>,
     },
     /// An ACL was created (`Some`) or deleted (`None`): Kafka's AccessControlEntryRecord
-    /// / RemoveAccessControlEntryRecord, by the id the controller gave it.
+    /// / RemoveAccessControlEntryRecord, by the id the controller gave it. `origin` names
+    /// the mirror whose ACL sync made it (and whether it is held); `None` for ACLs of
+    /// CreateAcls.
     Acl {
         id: uuid::Uuid,
         binding: Option<dataplane::acl::AclBinding>,
+        origin: Option<dataplane::acl::MirroredAcl>,
     },
     /// A config was set (`Some`) or removed (`None`).
     Config {
@@ -345,8 +350,17 @@ impl MetadataRecord {
                     }
                 }
             }
-            MetadataRecord::Acl { id, binding } => {
-                out.extend_from_slice(&[KIND_ACL, RECORD_VERSION, flags]);
+            MetadataRecord::Acl {
+                id,
+                binding,
+                origin,
+            } => {
+                let kind = if origin.is_some() && binding.is_some() {
+                    KIND_MIRRORED_ACL
+                } else {
+                    KIND_ACL
+                };
+                out.extend_from_slice(&[kind, RECORD_VERSION, flags]);
                 out.extend_from_slice(id.as_bytes());
                 match binding {
                     None => out.push(0),
@@ -361,6 +375,10 @@ impl MetadataRecord {
                         put_str(&mut out, "resource name", &b.resource_name)?;
                         put_str(&mut out, "principal", &b.principal)?;
                         put_str(&mut out, "host", &b.host)?;
+                        if let Some(o) = origin {
+                            put_str(&mut out, "mirror", &o.mirror)?;
+                            out.push(o.held as u8);
+                        }
                     }
                 }
             }
@@ -506,7 +524,7 @@ impl MetadataRecord {
                 }
             }
             KIND_REMOVE_TOPIC => MetadataRecord::RemoveTopic { id: r.uuid()? },
-            KIND_ACL => {
+            KIND_ACL | KIND_MIRRORED_ACL => {
                 use dataplane::acl::{
                     AclBinding, Operation, PatternType, Permission, ResourceType,
                 };
@@ -534,7 +552,22 @@ impl MetadataRecord {
                     }
                     _ => return Err(DecodeError::InvalidField("ACL presence")),
                 };
-                MetadataRecord::Acl { id, binding }
+                let origin = if kind == KIND_MIRRORED_ACL && binding.is_some() {
+                    let mirror = r.string()?;
+                    let held = match r.u8()? {
+                        0 => false,
+                        1 => true,
+                        _ => return Err(DecodeError::InvalidField("ACL held flag")),
+                    };
+                    Some(dataplane::acl::MirroredAcl { mirror, held })
+                } else {
+                    None
+                };
+                MetadataRecord::Acl {
+                    id,
+                    binding,
+                    origin,
+                }
             }
             KIND_SCRAM_CREDENTIAL => MetadataRecord::ScramCredential {
                 user: r.string()?,
@@ -986,10 +1019,28 @@ mod tests {
                     operation: dataplane::acl::Operation::Describe,
                     permission: dataplane::acl::Permission::Deny,
                 }),
+                origin: None,
+            },
+            MetadataRecord::Acl {
+                id: uuid::Uuid::from_u128(8),
+                binding: Some(dataplane::acl::AclBinding {
+                    resource_type: dataplane::acl::ResourceType::Topic,
+                    resource_name: "orders".into(),
+                    pattern_type: dataplane::acl::PatternType::Literal,
+                    principal: "User:bob".into(),
+                    host: "*".into(),
+                    operation: dataplane::acl::Operation::Write,
+                    permission: dataplane::acl::Permission::Allow,
+                }),
+                origin: Some(dataplane::acl::MirroredAcl {
+                    mirror: "dr".into(),
+                    held: true,
+                }),
             },
             MetadataRecord::Acl {
                 id: uuid::Uuid::from_u128(7),
                 binding: None,
+                origin: None,
             },
         ]
     }

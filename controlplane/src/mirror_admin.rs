@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use dataplane::acl::{AclBinding, MirrorAclChange, MirroredAcl};
 use dataplane::controller::{AdminResponse, AdminResult};
 use dataplane::wire::mirror::{
     errors, mirror_name_value, DesiredMirrorState, MirrorTopicMetadata, MIRROR_NAME_CONFIG,
@@ -103,6 +104,11 @@ pub fn validate_mirror_config(key: &str, value: &str) -> Result<(), String> {
             )),
         };
     }
+    if key == "acls.include" {
+        return crate::mirror::acl_sync::AclRules::parse(value)
+            .map(|_| ())
+            .map_err(|e| format!("Invalid value {value:?} for mirror config acls.include: {e}"));
+    }
     for pattern_key in [
         "topics.include",
         "topics.exclude",
@@ -148,6 +154,32 @@ pub fn validate_mirror_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// An ACL as one line of a result or log: `TOPIC:orders User:bob WRITE ALLOW`.
+fn acl_label(acl: &AclBinding) -> String {
+    format!(
+        "{}:{}{} {} {} {} from {}",
+        acl.resource_type,
+        acl.resource_name,
+        if acl.pattern_type == dataplane::acl::PatternType::Prefixed {
+            "*"
+        } else {
+            ""
+        },
+        acl.principal,
+        acl.operation,
+        acl.permission,
+        acl.host
+    )
+}
+
+fn not_mirrors_acl(mirror: &str, id: &uuid::Uuid) -> AdminResult {
+    AdminResult::err(
+        id.to_string(),
+        ResponseError::InvalidRequest.code(),
+        format!("ACL {id} was not made by mirror {mirror}"),
+    )
 }
 
 fn failed(code: i16, message: String) -> Plan {
@@ -371,6 +403,122 @@ impl ControllerState {
         plan
     }
 
+    /// The topics of `mirror` that are read-only here (MIRRORING or PAUSED), leaving
+    /// out `except` (topics this plan fails over).
+    fn read_only_topics<'a>(&'a self, mirror: &str, except: &[&str]) -> Vec<&'a str> {
+        self.topics
+            .values()
+            .filter(|t| {
+                matches!(t.mirror(), Some((m, d)) if m == mirror && d != DesiredMirrorState::Stopped)
+            })
+            .map(|t| t.name.as_str())
+            .filter(|t| !except.contains(t))
+            .collect()
+    }
+
+    /// Failover releases the held ACLs of `mirror` that no longer let anyone write to a
+    /// read-only topic once `stopping` are writable.
+    fn release_mirror_acls(&self, mirror: &str, stopping: &[&str]) -> Vec<MetadataRecord> {
+        let read_only = self.read_only_topics(mirror, stopping);
+        self.acls
+            .mirrored_by(mirror)
+            .filter(|(_, acl, held)| {
+                *held
+                    && !read_only
+                        .iter()
+                        .any(|t| dataplane::acl::allows_write_to(acl, t))
+            })
+            .map(|(id, acl, _)| MetadataRecord::Acl {
+                id: *id,
+                binding: Some(acl.clone()),
+                origin: Some(MirroredAcl {
+                    mirror: mirror.to_string(),
+                    held: false,
+                }),
+            })
+            .collect()
+    }
+
+    /// A mirror's ACL sync (see `mirror/acl_sync.rs`). Applied against the state now,
+    /// not the sync's view: an ACL that exists is not created again, an ACL that would
+    /// let someone write to a read-only topic of the mirror is held whatever the sync
+    /// asked, and only this mirror's ACLs are changed or deleted.
+    pub(crate) fn plan_sync_mirror_acls(
+        &self,
+        mirror: &str,
+        changes: &[MirrorAclChange],
+        new_id: &mut dyn FnMut() -> uuid::Uuid,
+    ) -> Plan {
+        if self.mirror_configs(mirror).is_none() {
+            return failed(
+                errors::UNKNOWN_CLUSTER_MIRROR,
+                format!("Mirror {mirror} does not exist"),
+            );
+        }
+        let read_only = self.read_only_topics(mirror, &[]);
+        let must_hold = |acl: &AclBinding| {
+            read_only
+                .iter()
+                .any(|t| dataplane::acl::allows_write_to(acl, t))
+        };
+        let origin = |held: bool| {
+            Some(MirroredAcl {
+                mirror: mirror.to_string(),
+                held,
+            })
+        };
+        let mut records = Vec::new();
+        let mut results = Vec::with_capacity(changes.len());
+        let mut created: Vec<&AclBinding> = Vec::new();
+        for change in changes {
+            match change {
+                MirrorAclChange::Create { acl, held } => {
+                    let exists = self.acls.contains(acl)
+                        || created.contains(&acl)
+                        || self.acls.mirrored_by(mirror).any(|(_, b, _)| b == acl);
+                    if !exists {
+                        created.push(acl);
+                        records.push(MetadataRecord::Acl {
+                            id: new_id(),
+                            binding: Some(acl.clone()),
+                            origin: origin(*held || must_hold(acl)),
+                        });
+                    }
+                    results.push(AdminResult::ok(acl_label(acl)));
+                }
+                MirrorAclChange::SetHeld { id, held } => match self.acls.find(id) {
+                    Some((acl, Some(o))) if o.mirror == mirror => {
+                        let held = *held || must_hold(acl);
+                        if held != o.held {
+                            records.push(MetadataRecord::Acl {
+                                id: *id,
+                                binding: Some(acl.clone()),
+                                origin: origin(held),
+                            });
+                        }
+                        results.push(AdminResult::ok(acl_label(acl)));
+                    }
+                    _ => results.push(not_mirrors_acl(mirror, id)),
+                },
+                MirrorAclChange::Delete { id } => match self.acls.find(id) {
+                    Some((acl, Some(o))) if o.mirror == mirror => {
+                        records.push(MetadataRecord::Acl {
+                            id: *id,
+                            binding: None,
+                            origin: None,
+                        });
+                        results.push(AdminResult::ok(acl_label(acl)));
+                    }
+                    _ => results.push(not_mirrors_acl(mirror, id)),
+                },
+            }
+        }
+        Plan {
+            records,
+            response: AdminResponse::Results(results),
+        }
+    }
+
     pub(crate) fn plan_set_mirror_topics_state(
         &self,
         mirror: &str,
@@ -440,6 +588,18 @@ impl ControllerState {
                     results.push(AdminResult::ok(name.as_str()));
                 }
             }
+        }
+        if desired == DesiredMirrorState::Stopped && !plan.records.is_empty() {
+            let stopping: Vec<&str> = plan
+                .records
+                .iter()
+                .filter_map(|r| match r {
+                    MetadataRecord::Config { resource_name, .. } => Some(resource_name.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let records = self.release_mirror_acls(mirror, &stopping);
+            plan.records.extend(records);
         }
         plan.response = AdminResponse::Results(results);
         plan

@@ -264,7 +264,7 @@ pub struct ControllerState {
     /// SCRAM credentials by user and mechanism (shared with the images).
     scram: Arc<BTreeMap<(String, ScramMechanism), ScramCredential>>,
     /// The ACLs (shared with the images).
-    acls: Arc<dataplane::acl::AclSet>,
+    pub(crate) acls: Arc<dataplane::acl::AclSet>,
     /// First producer id not yet handed out.
     next_producer_id: i64,
     /// The cluster id the quorum committed ([`MetadataRecord::ClusterId`]); until then
@@ -401,10 +401,11 @@ impl ControllerState {
                 credential: Some(credential.clone()),
             });
         }
-        for (id, binding) in self.acls.iter() {
+        for (id, binding, origin) in self.acls.iter_all() {
             out.push(MetadataRecord::Acl {
                 id: *id,
                 binding: Some(binding.clone()),
+                origin: origin.cloned(),
             });
         }
         if self.next_producer_id > 0 {
@@ -906,10 +907,14 @@ impl ControllerState {
                     }
                 }
             }
-            MetadataRecord::Acl { id, binding } => {
+            MetadataRecord::Acl {
+                id,
+                binding,
+                origin,
+            } => {
                 let acls = Arc::make_mut(&mut self.acls);
                 match binding {
-                    Some(b) => acls.insert(*id, b.clone()),
+                    Some(b) => acls.insert_from(*id, b.clone(), origin.clone()),
                     None => {
                         acls.remove(id);
                     }
@@ -971,6 +976,9 @@ impl ControllerState {
             } => self.plan_alter_scram(deletions, upsertions),
             AdminRequest::CreateAcls { bindings } => self.plan_create_acls(bindings, new_topic_id),
             AdminRequest::DeleteAcls { filters } => self.plan_delete_acls(filters),
+            AdminRequest::SyncMirrorAcls { mirror, changes } => {
+                self.plan_sync_mirror_acls(mirror, changes, new_topic_id)
+            }
             AdminRequest::CreateMirror { name, configs } => {
                 self.plan_create_mirror(name, configs, new_topic_id)
             }
@@ -1697,6 +1705,7 @@ impl ControllerState {
                 records.push(MetadataRecord::Acl {
                     id: new_id(),
                     binding: Some(b.clone()),
+                    origin: None,
                 });
             }
         }
@@ -1719,7 +1728,11 @@ impl ControllerState {
         Plan {
             records: gone
                 .into_iter()
-                .map(|id| MetadataRecord::Acl { id, binding: None })
+                .map(|id| MetadataRecord::Acl {
+                    id,
+                    binding: None,
+                    origin: None,
+                })
                 .collect(),
             response: AdminResponse::DeletedAcls(deleted),
         }

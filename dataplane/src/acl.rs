@@ -376,11 +376,52 @@ fn next_generation() -> u64 {
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Where an ACL a mirror's ACL sync made came from: the mirror, and whether it is held
+/// (kept, but granting nothing) because it would let principals write to topics that
+/// are still read-only mirrors. Failing those topics over releases it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MirroredAcl {
+    pub mirror: String,
+    pub held: bool,
+}
+
+/// One change a mirror's ACL sync asks of the controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MirrorAclChange {
+    /// Create this source ACL here, held or not, unless an equal one exists.
+    Create { acl: AclBinding, held: bool },
+    /// Hold or release an ACL the mirror made.
+    SetHeld { id: uuid::Uuid, held: bool },
+    /// Delete an ACL the mirror made (the source no longer has it).
+    Delete { id: uuid::Uuid },
+}
+
+/// Whether `acl`'s resource pattern names the resource `name` (of its type).
+pub fn names(acl: &AclBinding, name: &str) -> bool {
+    match acl.pattern_type {
+        PatternType::Literal => acl.resource_name == WILDCARD || acl.resource_name == name,
+        PatternType::Prefixed => name.starts_with(&acl.resource_name),
+    }
+}
+
+/// Whether `acl` lets someone write to topic `topic`: an ALLOW of WRITE or ALL on a
+/// TOPIC pattern that names it. A mirror holds such ACLs while `topic` is read-only.
+pub fn allows_write_to(acl: &AclBinding, topic: &str) -> bool {
+    acl.resource_type == ResourceType::Topic
+        && acl.permission == Permission::Allow
+        && matches!(acl.operation, Operation::Write | Operation::All)
+        && names(acl, topic)
+}
+
 /// The cluster's ACLs by id, indexed by resource for [`AclSet::authorize`]. Immutable
 /// once in an image; the control plane builds a new one for every ACL change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AclSet {
     by_id: BTreeMap<uuid::Uuid, AclBinding>,
+    /// Held ACLs (see [`MirroredAcl`]): in no index and not listed by DescribeAcls.
+    held: BTreeMap<uuid::Uuid, AclBinding>,
+    /// The ACLs (active or held) a mirror's ACL sync made.
+    mirrored: BTreeMap<uuid::Uuid, MirroredAcl>,
     /// The ACLs of each literal resource name (including `*`).
     literal: HashMap<(ResourceType, String), Vec<uuid::Uuid>>,
     /// The ACLs of each prefix.
@@ -458,8 +499,63 @@ impl AclSet {
         })
     }
 
+    /// Every ACL, held ones too, with where it came from: what a snapshot must keep.
+    pub fn iter_all(
+        &self,
+    ) -> impl Iterator<Item = (&uuid::Uuid, &AclBinding, Option<&MirroredAcl>)> {
+        self.by_id
+            .iter()
+            .chain(self.held.iter())
+            .map(|(id, acl)| (id, acl, self.mirrored.get(id)))
+    }
+
+    /// The ACLs mirror `mirror` made, held or not.
+    pub fn mirrored_by<'a>(
+        &'a self,
+        mirror: &'a str,
+    ) -> impl Iterator<Item = (&'a uuid::Uuid, &'a AclBinding, bool)> + 'a {
+        self.mirrored
+            .iter()
+            .filter(move |(_, m)| m.mirror == mirror)
+            .filter_map(|(id, m)| {
+                let acl = if m.held {
+                    self.held.get(id)
+                } else {
+                    self.by_id.get(id)
+                };
+                acl.map(|acl| (id, acl, m.held))
+            })
+    }
+
+    /// ACL `id`, held or not, with where it came from.
+    pub fn find(&self, id: &uuid::Uuid) -> Option<(&AclBinding, Option<&MirroredAcl>)> {
+        self.by_id
+            .get(id)
+            .or_else(|| self.held.get(id))
+            .map(|acl| (acl, self.mirrored.get(id)))
+    }
+
+    /// Where ACL `id` came from, if a mirror made it.
+    pub fn origin(&self, id: &uuid::Uuid) -> Option<&MirroredAcl> {
+        self.mirrored.get(id)
+    }
+
     pub fn insert(&mut self, id: uuid::Uuid, acl: AclBinding) {
+        self.insert_from(id, acl, None);
+    }
+
+    /// Adds (or replaces) ACL `id`; a held one is kept aside, granting nothing.
+    pub fn insert_from(&mut self, id: uuid::Uuid, acl: AclBinding, origin: Option<MirroredAcl>) {
         self.remove(&id);
+        if let Some(origin) = origin {
+            let held = origin.held;
+            self.mirrored.insert(id, origin);
+            if held {
+                self.held.insert(id, acl);
+                self.generation = next_generation();
+                return;
+            }
+        }
         let key = (acl.resource_type, acl.resource_name.clone());
         match acl.pattern_type {
             PatternType::Literal => self.literal.entry(key).or_default().push(id),
@@ -476,6 +572,11 @@ impl AclSet {
     }
 
     pub fn remove(&mut self, id: &uuid::Uuid) -> Option<AclBinding> {
+        self.mirrored.remove(id);
+        if let Some(acl) = self.held.remove(id) {
+            self.generation = next_generation();
+            return Some(acl);
+        }
         let acl = self.by_id.remove(id)?;
         let key = (acl.resource_type, acl.resource_name.clone());
         let index = match acl.pattern_type {

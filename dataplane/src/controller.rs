@@ -146,6 +146,13 @@ pub enum AdminRequest {
     DeleteAcls {
         filters: Vec<crate::acl::AclFilter>,
     },
+    /// A mirror's ACL sync: ACLs to create (held or not), to hold or release, to
+    /// delete. The controller applies only what still holds: it never creates an ACL
+    /// that exists, and changes or deletes only ACLs this mirror made.
+    SyncMirrorAcls {
+        mirror: String,
+        changes: Vec<crate::acl::MirrorAclChange>,
+    },
     /// Change a mirror's configs (IncrementalAlterConfigs / AlterConfigs on MIRROR).
     AlterMirrorConfigs {
         name: String,

@@ -5,6 +5,7 @@
 //! mirror partition states (its decision table in [`transitions`]), and the periodic metadata [`sync`] of configs, partitions,
 //! group offsets and source health (§8).
 
+pub mod acl_sync;
 pub mod coordinator;
 pub mod manager;
 pub mod records;

@@ -77,6 +77,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::acl_sync::{self, plan_acl_sync, AclRules, AclScope};
 use super::manager::MirrorManager;
 
 /// The broker default of `mirror.metadata.refresh.interval.ms` (reference §3.4).
@@ -104,14 +105,16 @@ pub mod steps {
     pub const DELETED_TOPICS: &str = "deleted-topics";
     pub const GROUP_OFFSETS: &str = "group-offsets";
     pub const TOPIC_DISCOVERY: &str = "topic-discovery";
+    pub const ACLS: &str = "acls";
 
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 7] = [
         CLUSTER_ID,
         TOPIC_CONFIGS,
         PARTITIONS,
         DELETED_TOPICS,
         GROUP_OFFSETS,
         TOPIC_DISCOVERY,
+        ACLS,
     ];
 }
 
@@ -1008,6 +1011,63 @@ impl MirrorSync {
             .sync_discovered_topics(name, &mirror, &mut source)
             .await;
         self.record(name, steps::TOPIC_DISCOVERY, result);
+
+        // 7. ACLs of the mirrored topics and synced groups.
+        let result = self.sync_acls(name, &mirror, &live, &mut source).await;
+        self.record(name, steps::ACLS, result);
+    }
+
+    /// Step 7: the source's ACLs in the mirror's scope, made (or held) here; the ones
+    /// the mirror made that the source dropped, deleted (see `acl_sync.rs`).
+    async fn sync_acls(
+        &self,
+        mirror_name: &str,
+        mirror: &MirrorImage,
+        topics: &[Arc<TopicImage>],
+        source: &mut SourceCluster,
+    ) -> Result<(), String> {
+        if topics.is_empty() {
+            return Ok(());
+        }
+        let rules = AclRules::from_configs(&mirror.configs)?;
+        let groups = GroupFilter::from_configs(&mirror.configs)?;
+        let conn = source
+            .any_connection()
+            .await
+            .map_err(|e| format!("cannot reach the source: {e}"))?;
+        let Some(acls) = acl_sync::source_acls(conn).await? else {
+            return Ok(());
+        };
+        let image = self.metadata.load();
+        let mirroring: Vec<&str> = topics.iter().map(|t| t.name.as_str()).collect();
+        let read_only: Vec<&str> = image
+            .topics
+            .values()
+            .filter(|t| {
+                matches!(t.mirror(), Some((m, d)) if m == mirror_name && d != DesiredMirrorState::Stopped)
+            })
+            .map(|t| t.name.as_str())
+            .collect();
+        let owned: Vec<(uuid::Uuid, dataplane::acl::AclBinding, bool)> = image
+            .acls
+            .mirrored_by(mirror_name)
+            .map(|(id, acl, held)| (*id, acl.clone(), held))
+            .collect();
+        let scope = AclScope {
+            topics: &mirroring,
+            read_only: &read_only,
+            groups: &groups,
+        };
+        let changes = plan_acl_sync(&acls, &rules, &scope, &owned, |a| image.acls.contains(a));
+        if changes.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(mirror = %mirror_name, changes = changes.len(), "syncing ACLs from the source");
+        self.admin(AdminRequest::SyncMirrorAcls {
+            mirror: mirror_name.to_string(),
+            changes,
+        })
+        .await
     }
 
     /// Step 6: AddTopicsToMirror (to this broker) for new source topics that match.

@@ -43,6 +43,7 @@ const READ_ONLY_MIRROR_CONFIGS: &[&str] = &["source.cluster.id"];
 /// Defaults of mirror configs, reported when a mirror does not set them. They are the
 /// values the mirror fetcher and the source connection fall back to.
 const MIRROR_CONFIG_DEFAULTS: &[(&str, &str)] = &[
+    ("acls.include", "*"),
     ("fetch.backoff.ms", "1000"),
     ("fetch.max.bytes", "1048576"),
     ("fetch.min.bytes", "1"),
