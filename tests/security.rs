@@ -677,20 +677,21 @@ fn scram_users_made_by_kafka_configs_authenticate_over_sasl_ssl() {
 /// A broker with the ACL authorizer: SASL_PLAINTEXT (the harness's, users admin, alice
 /// and bob; admin is a super user) and a PLAINTEXT listener whose clients are
 /// `User:ANONYMOUS`. Returns the PLAINTEXT port.
-fn acl_broker() -> (Broker, u16) {
+fn acl_broker(super_users: &str, extra: &str) -> (Broker, u16) {
     let plain = support::free_port();
-    let config = format!(
+    let mut config = format!(
         r#""listeners" = "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:{plain}"
 "inter.broker.listener.name" = "SASL_PLAINTEXT"
 "sasl.enabled.mechanisms" = "PLAIN"
 "listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-pw" user_alice="alice-pw" user_bob="bob-pw";'
 "authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-"super.users" = "User:admin"
+"super.users" = "{super_users}"
 "offsets.topic.num.partitions" = 2
 "transaction.state.log.num.partitions" = 2
 "group.initial.rebalance.delay.ms" = 0
 "#
     );
+    config.push_str(extra);
     (Broker::start(&config), plain)
 }
 
@@ -710,7 +711,7 @@ fn acls_made_by_kafka_acls_decide_what_each_principal_may_do() {
     {
         return;
     }
-    let (mut broker, plain) = acl_broker();
+    let (mut broker, plain) = acl_broker("User:admin", "");
     let at = broker.bootstrap();
     let admin = broker.dir().join("admin.properties");
     std::fs::write(
@@ -1077,5 +1078,277 @@ fn a_mirror_from_a_scram_over_tls_source_copies_byte_for_byte_and_fails_on_a_wro
             !log.contains("mirror-pw") && !log.contains("wrong-pw"),
             "the {who} logged the password"
         );
+    }
+}
+
+/// Every ACL `bootstrap` lists (DescribeAcls v3, all filters ANY), as
+/// `TYPE:name:principal:OPERATION:PERMISSION` with Kafka's code names.
+fn listed_acls(bootstrap: &str) -> Vec<String> {
+    use kafka_protocol::messages::DescribeAclsRequest;
+    let r = mirror_support::connect(bootstrap)
+        .send(
+            &DescribeAclsRequest::default()
+                .with_resource_type_filter(1)
+                .with_pattern_type_filter(1)
+                .with_operation(1)
+                .with_permission_type(1)
+                .with_resource_name_filter(None)
+                .with_principal_filter(None)
+                .with_host_filter(None),
+            3,
+        )
+        .expect("DescribeAcls");
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let resource = |t: i8| match t {
+        2 => "TOPIC",
+        3 => "GROUP",
+        4 => "CLUSTER",
+        _ => "OTHER",
+    };
+    let operation = |o: i8| match o {
+        2 => "ALL",
+        3 => "READ",
+        4 => "WRITE",
+        8 => "DESCRIBE",
+        _ => "OTHER",
+    };
+    let mut out: Vec<String> = r
+        .resources
+        .iter()
+        .flat_map(|res| {
+            res.acls.iter().map(move |a| {
+                format!(
+                    "{}:{}:{}:{}:{}",
+                    resource(res.resource_type),
+                    res.resource_name.as_str(),
+                    a.principal.as_str(),
+                    operation(a.operation),
+                    if a.permission_type == 3 {
+                        "ALLOW"
+                    } else {
+                        "DENY"
+                    }
+                )
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Polls the destination's ACLs (on its PLAINTEXT address `at`) until `done` holds.
+fn until_acls(
+    dest: &Broker,
+    at: &str,
+    what: &str,
+    done: &dyn Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let acls = listed_acls(at);
+        if done(&acls) {
+            return acls;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: the destination lists {acls:?}\n{}",
+            dest.log_tail(30)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_mirror_syncs_the_sources_acls_and_holds_write_until_failover() {
+    if skip_if(missing_program("kcat"), "acl_sync_kcat")
+        || skip_if(support::kafka::missing_kafka(), "acl_sync_java_tools")
+    {
+        return;
+    }
+    // The source's PLAINTEXT clients are super users, so the harness and kafka-acls
+    // need no login there; the mirror logs in over SASL_PLAINTEXT as admin.
+    let (source, source_plain) = acl_broker("User:admin;User:ANONYMOUS", "");
+    let source_at = format!("127.0.0.1:{source_plain}");
+    // The destination enforces ACLs, and lets the harness's anonymous client drive the
+    // mirror RPCs: no ACL guards its cluster or the mirror resource.
+    let (mut dest, dest_plain) =
+        acl_broker("User:admin", "\"allow.everyone.if.no.acl.found\" = true\n");
+    let dest_at = format!("127.0.0.1:{dest_plain}");
+    let kafka_acls = |bootstrap: &str, extra: &[&str]| {
+        let mut args = vec!["--bootstrap-server", bootstrap];
+        args.extend_from_slice(extra);
+        let out = support::kafka::run_tool("kafka-acls", &args, None, Duration::from_secs(60));
+        support::kafka::expect_ok(&out, &format!("kafka-acls {extra:?}"));
+        out.stdout
+    };
+    for topic in ["orders", "private"] {
+        mirror_support::create_topic(&source_at, topic, 1);
+    }
+    support::produce_batch(&source_at, "orders", 0, 10);
+    let _ = kafka_acls(
+        &source_at,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Write",
+            "--topic",
+            "orders",
+            "--topic",
+            "private",
+        ],
+    );
+    let _ = kafka_acls(
+        &source_at,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+            "--group",
+            "g1",
+        ],
+    );
+
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"admin\" password=\"admin-pw\";";
+    let created = mirror_support::create_mirror(
+        &dest_at,
+        "m",
+        &source.bootstrap(),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.jaas.config", jaas),
+            ("mirror.metadata.refresh.interval.ms", "500"),
+        ],
+    );
+    assert_eq!(created.error_code, 0, "{created:?}");
+    let added = mirror_support::add_topics(&dest_at, "m", &["orders"]);
+    assert_eq!(added.error_code, 0, "{added:?}");
+    let ends: std::collections::BTreeMap<(String, i32), i64> =
+        [(("orders".to_string(), 0), 10)].into();
+    mirror_support::wait_for(&dest_at, "m", "catch-up", Duration::from_secs(60), |d| {
+        mirror_support::caught_up(d, &ends)
+    });
+    let bob_reads = "TOPIC:orders:User:bob:READ:ALLOW".to_string();
+    let bob_group = "GROUP:g1:User:bob:READ:ALLOW".to_string();
+    let alice_writes = "TOPIC:orders:User:alice:WRITE:ALLOW".to_string();
+    // bob's READ and group are synced; alice's WRITE on the read-only copy is held (not
+    // listed); the ACL of the unmirrored topic stays on the source.
+    let synced = until_acls(&dest, &dest_at, "bob's ACLs synced", &|a| {
+        a.contains(&bob_reads) && a.contains(&bob_group)
+    });
+    assert_eq!(synced, [bob_group.clone(), bob_reads.clone()], "{synced:?}");
+    let listed = kafka_acls(&dest_at, &["--list"]);
+    assert!(
+        listed.contains("name=orders, patternType=LITERAL")
+            && listed.contains("principal=User:bob, host=*, operation=READ, permissionType=ALLOW")
+            && !listed.contains("User:alice"),
+        "{listed}"
+    );
+    // The synced ACL decides on the destination: bob reads the copy, alice may not.
+    let read = |dest: &Broker, user: &str| {
+        kcat_with(
+            &dest.bootstrap(),
+            &plain_user(user),
+            &[
+                "-C",
+                "-t",
+                "orders",
+                "-p",
+                "0",
+                "-o",
+                "beginning",
+                "-e",
+                "-q",
+                "-f",
+                "%o\n",
+            ],
+            None,
+        )
+    };
+    let out = read(&dest, "bob");
+    assert_success(&out, &dest);
+    assert_eq!(out.stdout.lines().count(), 10, "{}", out.describe());
+    let out = read(&dest, "alice");
+    assert!(
+        out.stderr.to_lowercase().contains("authorization failed"),
+        "{}",
+        out.describe()
+    );
+
+    // Removed on the source, bob's READ goes from the destination; his group stays.
+    let _ = kafka_acls(
+        &source_at,
+        &[
+            "--remove",
+            "--force",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            "orders",
+        ],
+    );
+    let after = until_acls(&dest, &dest_at, "bob's READ removed", &|a| {
+        !a.contains(&bob_reads)
+    });
+    assert_eq!(after, std::slice::from_ref(&bob_group), "{after:?}");
+    // The held ACL is a metadata record: it stays held across a SIGKILL.
+    dest.restart_kill9();
+    let restarted = until_acls(&dest, &dest_at, "ACLs after restart", &|a| !a.is_empty());
+    assert_eq!(restarted, std::slice::from_ref(&bob_group), "{restarted:?}");
+
+    // Failover releases alice's held WRITE with the topic: she produces at once, and
+    // bob (no WRITE) may not.
+    let removed = mirror_support::remove_topics(&dest_at, "m", &["orders"]);
+    assert_eq!(removed.error_code, 0, "{removed:?}");
+    let released = until_acls(&dest, &dest_at, "alice's WRITE released", &|a| {
+        a.contains(&alice_writes)
+    });
+    assert_eq!(released, [bob_group, alice_writes], "{released:?}");
+    let produce = |dest: &Broker, user: &str, records: &[u8]| {
+        kcat_with(
+            &dest.bootstrap(),
+            &plain_user(user),
+            &["-P", "-t", "orders", "-p", "0", "-X", "acks=all"],
+            Some(records),
+        )
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = produce(&dest, "alice", b"a1\n");
+        if out.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alice never wrote after failover: {}",
+            out.describe()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let out = produce(&dest, "bob", b"b1\n");
+    assert!(
+        out.stderr
+            .to_lowercase()
+            .contains("topic authorization failed"),
+        "{}",
+        out.describe()
+    );
+    let out = read(&dest, "bob");
+    assert!(
+        out.stderr.to_lowercase().contains("authorization failed"),
+        "bob's READ came back: {}",
+        out.describe()
+    );
+    for broker in [&source, &dest] {
+        let (_, _, panicked) = broker.log_problems();
+        assert!(!panicked, "{}", broker.log_tail(40));
     }
 }

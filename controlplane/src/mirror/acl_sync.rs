@@ -213,7 +213,11 @@ pub async fn source_acls(conn: &mut KafkaConnection) -> Result<Option<Vec<AclBin
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
         .with_operation(ANY)
-        .with_permission_type(ANY);
+        .with_permission_type(ANY)
+        // The defaults are empty strings, which filter for empty names.
+        .with_resource_name_filter(None)
+        .with_principal_filter(None)
+        .with_host_filter(None);
     let resp = conn
         .send(&request, v)
         .await
