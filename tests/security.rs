@@ -2,7 +2,9 @@
 //! listener's JAAS config). kcat, confluent-kafka, kafka-python and Kafka's own Java
 //! tools authenticate and produce and consume; a wrong password, no SASL at all and
 //! requests before authentication are refused; DescribeConfigs never shows the JAAS
-//! config's passwords.
+//! config's passwords. TLS listeners (SSL, SASL_SSL, mTLS), SCRAM users made by
+//! kafka-configs, ACLs made by kafka-acls, and mirrors from secured sources: SCRAM over
+//! TLS, and the ACL sync with its held WRITE released by failover.
 //!
 //! A test whose client is missing prints why and is skipped. Run alone:
 //! `cargo test -p twinlog --test security -- --nocapture`.
