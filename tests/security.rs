@@ -1354,3 +1354,203 @@ fn a_mirror_syncs_the_sources_acls_and_holds_write_until_failover() {
         assert!(!panicked, "{}", broker.log_tail(40));
     }
 }
+
+/// One connection's bytes to a listener: it is sent, the write side is shut, and what
+/// the broker answers is read until it closes. Whether the broker closed within 10 s,
+/// and how many bytes it answered.
+fn send_and_drain<S: std::io::Read + std::io::Write>(
+    stream: &mut S,
+    bytes: &[u8],
+    shutdown: impl FnOnce(&mut S),
+) -> (bool, usize) {
+    let _ = stream.write_all(bytes);
+    let _ = stream.flush();
+    shutdown(stream);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut buf = [0u8; 4096];
+    let mut answered = 0;
+    while std::time::Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => return (true, answered),
+            Ok(n) => answered += n,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return (true, answered),
+        }
+    }
+    (false, answered)
+}
+
+fn tcp_to(port: u16) -> std::net::TcpStream {
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    tcp.set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("read timeout");
+    tcp
+}
+
+/// The first flight of a real TLS client: its ClientHello.
+fn client_hello(config: &std::sync::Arc<rustls::ClientConfig>) -> Vec<u8> {
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let mut conn = rustls::ClientConnection::new(config.clone(), name).expect("client");
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).expect("ClientHello");
+    hello
+}
+
+#[test]
+fn fuzzed_tls_and_sasl_handshakes_never_crash_the_broker() {
+    use std::io::Write;
+    use support::request_frame_v1;
+    if skip_if(missing_program("kcat"), "tls_fuzz_kcat") {
+        return;
+    }
+    let scratch = tempfile::tempdir().expect("scratch");
+    let pki = TestPki::create(&scratch.path().join("pki"), "Twinlog test CA");
+    let (broker, [ssl, sasl_ssl, mtls]) = tls_broker(&pki);
+    let ca = dataplane::net::tls::Pem::File(pki.path("ca.pem").into());
+    let config = dataplane::net::tls::client_config(Some(&ca), &[], true).expect("client TLS");
+    let hello = client_hello(&config);
+    let seed = std::env::var("TWINLOG_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_7151_u64);
+    eprintln!("[harness] seed {seed:#x} (TWINLOG_FUZZ_SEED)");
+    let mut rng = support::Rng::new(seed);
+    let mut hung = Vec::new();
+    let tcp_shutdown = |s: &mut std::net::TcpStream| {
+        let _ = s.shutdown(std::net::Shutdown::Write);
+    };
+
+    // Before TLS: random bytes, a handshake record header over random bytes, and the
+    // real ClientHello mangled or cut short, on every TLS listener.
+    for port in [ssl, sasl_ssl, mtls] {
+        for round in 0..90 {
+            let bytes = match round % 3 {
+                0 => {
+                    let n = rng.below(2048) as usize;
+                    rng.bytes(n)
+                }
+                1 => {
+                    let n = rng.below(4096) as usize;
+                    let mut b = vec![0x16, 0x03, rng.below(5) as u8];
+                    b.extend_from_slice(&(rng.below(1 << 16) as u16).to_be_bytes());
+                    b.extend_from_slice(&rng.bytes(n));
+                    b
+                }
+                _ => {
+                    let mut b = hello.clone();
+                    for _ in 0..1 + rng.below(8) {
+                        let i = rng.below(b.len() as u64) as usize;
+                        b[i] ^= 1 << rng.below(8);
+                    }
+                    b.truncate(1 + rng.below(b.len() as u64) as usize);
+                    b
+                }
+            };
+            if !send_and_drain(&mut tcp_to(port), &bytes, tcp_shutdown).0 {
+                hung.push(format!("port {port} round {round}: {} bytes", bytes.len()));
+            }
+        }
+    }
+
+    // In TLS on SASL_SSL: SaslHandshake with real and random mechanisms, then
+    // SaslAuthenticate with random tokens, frames with random lengths, and requests
+    // before the login.
+    let mechanisms = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", ""];
+    for round in 0..40 {
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+        let conn = rustls::ClientConnection::new(config.clone(), name).expect("client");
+        let mut tls = rustls::StreamOwned::new(conn, tcp_to(sasl_ssl));
+        let mut bytes = Vec::new();
+        let mechanism = if round % 4 == 3 {
+            let n = rng.below(40) as usize;
+            String::from_utf8_lossy(&rng.bytes(n)).into_owned()
+        } else {
+            mechanisms[rng.below(mechanisms.len() as u64) as usize].to_string()
+        };
+        let mut body = (mechanism.len() as i16).to_be_bytes().to_vec();
+        body.extend_from_slice(mechanism.as_bytes());
+        bytes.extend(request_frame_v1(17, 1, 1, &body));
+        for i in 0..1 + rng.below(3) {
+            let token = match rng.below(3) {
+                0 => format!("\0alice\0{}", rng.below(1000)).into_bytes(),
+                1 => format!("n,,n=alice,r={}", rng.next_u64()).into_bytes(),
+                _ => {
+                    let n = rng.below(600) as usize;
+                    rng.bytes(n)
+                }
+            };
+            let mut body = (token.len() as i32).to_be_bytes().to_vec();
+            body.extend_from_slice(&token);
+            bytes.extend(request_frame_v1(36, 1, 2 + i as i32, &body));
+        }
+        match round % 5 {
+            0 => {
+                // A frame whose length is random (negative, huge, or short).
+                bytes.extend_from_slice(&(rng.next_u64() as i32).to_be_bytes());
+                let n = rng.below(256) as usize;
+                bytes.extend(rng.bytes(n));
+            }
+            1 => bytes.extend(request_frame_v1(3, 1, 9, &[0xff, 0xff, 0xff, 0xff])),
+            _ => {}
+        }
+        let (closed, answered) = send_and_drain(&mut tls, &bytes, |s| {
+            s.conn.send_close_notify();
+            let _ = s.conn.complete_io(&mut s.sock);
+            let _ = s.sock.shutdown(std::net::Shutdown::Write);
+        });
+        if !closed {
+            hung.push(format!("SASL_SSL round {round}"));
+        }
+        // The handshake completed and the SaslHandshake was answered (its response
+        // frame is at least 10 bytes), whatever came after it.
+        assert!(
+            answered >= 10,
+            "SASL_SSL round {round} ({mechanism:?}): {answered} bytes answered"
+        );
+    }
+    // mTLS without a client certificate is refused in the handshake.
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let conn = rustls::ClientConnection::new(config.clone(), name).expect("client");
+    let mut tls = rustls::StreamOwned::new(conn, tcp_to(mtls));
+    let wrote = tls
+        .write_all(&request_frame_v1(18, 0, 1, &[]))
+        .and_then(|_| tls.flush())
+        .and_then(|_| {
+            let mut b = [0u8; 4];
+            std::io::Read::read_exact(&mut tls, &mut b)
+        });
+    assert!(
+        wrote.is_err(),
+        "MTLS answered a client without a certificate"
+    );
+
+    assert!(
+        hung.is_empty(),
+        "the broker kept these connections open: {hung:?}"
+    );
+    // The broker still serves a real client on each TLS listener, and never panicked.
+    let ssl_settings = vec![
+        "security.protocol=SSL".to_string(),
+        format!("ssl.ca.location={}", pki.path("ca.pem")),
+    ];
+    let out = kcat_with(&format!("127.0.0.1:{ssl}"), &ssl_settings, &["-L"], None);
+    assert_success(&out, &broker);
+    let mut sasl_settings = ssl_settings.clone();
+    sasl_settings[0] = "security.protocol=SASL_SSL".into();
+    sasl_settings.extend([
+        "sasl.mechanisms=PLAIN".into(),
+        "sasl.username=alice".into(),
+        format!("sasl.password={PASSWORD}"),
+    ]);
+    let out = kcat_with(
+        &format!("127.0.0.1:{sasl_ssl}"),
+        &sasl_settings,
+        &["-L"],
+        None,
+    );
+    assert_success(&out, &broker);
+    let (_, _, panicked) = broker.log_problems();
+    assert!(!panicked, "{}", broker.log_tail(60));
+}
