@@ -1356,6 +1356,7 @@ const PROTOCOL_MAP_EXPECTED: &str =
 /// configs, at the top level for every listener).
 const LISTENER_KEYS: &[&str] = &[
     "sasl.enabled.mechanisms",
+    "connections.max.reauth.ms",
     "plain.sasl.jaas.config",
     "ssl.keystore.type",
     "ssl.keystore.location",
@@ -1458,9 +1459,16 @@ fn sasl_config(
             .filter(|u| !u.is_empty())
             .ok_or_else(hidden)?;
     }
+    // KIP-368 re-authentication: a session lives this long, then the client logs in
+    // again on the same connection or is disconnected (0: sessions never expire).
+    let reauth_ms = listener_setting(keys, listener, "connections.max.reauth.ms", true)
+        .map(|(k, v)| int_in(&k, &v, NON_NEGATIVE_I64))
+        .transpose()?
+        .unwrap_or(0);
     Ok(SaslConfig {
         mechanisms,
         plain_users,
+        reauth_ms,
     })
 }
 

@@ -216,6 +216,129 @@ fn sasl_plain_serves_confluent_kafka_kafka_python_and_the_java_tools() {
     assert!(configs.contains("listeners=SASL_PLAINTEXT://"), "{configs}");
 }
 
+/// One request on `stream` and its response body (after the correlation id), or `None`
+/// when the broker closed the connection instead of answering.
+fn exchange(stream: &mut std::net::TcpStream, frame: &[u8]) -> Option<Vec<u8>> {
+    use std::io::{Read, Write};
+    stream.write_all(frame).ok()?;
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; i32::from_be_bytes(len).max(4) as usize];
+    stream.read_exact(&mut body).ok()?;
+    Some(body.split_off(4))
+}
+
+/// SaslHandshake v1 (PLAIN) and SaslAuthenticate v1 as `user`: the SaslAuthenticate
+/// error code and session lifetime.
+fn plain_login(stream: &mut std::net::TcpStream, user: &str, password: &str) -> (i16, i64) {
+    use support::request_frame_v1;
+    let mut body = 5i16.to_be_bytes().to_vec();
+    body.extend_from_slice(b"PLAIN");
+    let handshake = exchange(stream, &request_frame_v1(17, 1, 1, &body)).expect("SaslHandshake");
+    assert_eq!(&handshake[..2], &[0, 0], "SaslHandshake error");
+    let token = format!("\0{user}\0{password}");
+    let mut body = (token.len() as i32).to_be_bytes().to_vec();
+    body.extend_from_slice(token.as_bytes());
+    let Some(r) = exchange(stream, &request_frame_v1(36, 1, 2, &body)) else {
+        return (-1, 0);
+    };
+    let error = i16::from_be_bytes([r[0], r[1]]);
+    // error_message (nullable string), auth_bytes, session_lifetime_ms.
+    let message = i16::from_be_bytes([r[2], r[3]]).max(0) as usize;
+    let at = 4 + message;
+    let auth = i32::from_be_bytes(r[at..at + 4].try_into().expect("4 bytes")).max(0) as usize;
+    let at = at + 4 + auth;
+    let lifetime = i64::from_be_bytes(r[at..at + 8].try_into().expect("8 bytes"));
+    (error, lifetime)
+}
+
+#[test]
+fn sasl_sessions_expire_after_connections_max_reauth_ms_unless_the_client_re_authenticates() {
+    use support::request_frame_v1;
+    let broker = Broker::start(&format!(
+        "{}\"connections.max.reauth.ms\" = 1500\n",
+        sasl_config()
+    ));
+    let connect = || {
+        let s = std::net::TcpStream::connect(broker.addr()).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        s
+    };
+    let api_versions = request_frame_v1(18, 0, 3, &[]);
+    // The lifetime is told in SaslAuthenticate v1; after it, the next request closes
+    // the connection.
+    let mut s = connect();
+    assert_eq!(plain_login(&mut s, "alice", PASSWORD), (0, 1500));
+    assert!(exchange(&mut s, &api_versions).is_some());
+    std::thread::sleep(Duration::from_millis(1700));
+    assert!(
+        exchange(&mut s, &api_versions).is_none(),
+        "an expired session was served"
+    );
+    // Re-authenticating as the same user renews the session.
+    let mut s = connect();
+    assert_eq!(plain_login(&mut s, "alice", PASSWORD), (0, 1500));
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(plain_login(&mut s, "alice", PASSWORD), (0, 1500));
+        assert!(
+            exchange(&mut s, &api_versions).is_some(),
+            "renewed session closed"
+        );
+    }
+    // Re-authenticating as someone else is refused, and the connection closed.
+    let mut s = connect();
+    assert_eq!(plain_login(&mut s, "alice", PASSWORD).0, 0);
+    assert_eq!(
+        plain_login(&mut s, "bob", "bob-pw").0,
+        58,
+        "a re-authentication changed the principal"
+    );
+    assert!(exchange(&mut s, &api_versions).is_none());
+    assert!(
+        broker.log().contains("SASL session expired"),
+        "{}",
+        broker.log_tail(20)
+    );
+
+    // librdkafka (KIP-368) re-authenticates its connections: none is closed for it.
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "sasl_reauth_clients",
+    ) {
+        return;
+    }
+    let expired_before = broker.log().matches("SASL session expired").count();
+    let bootstrap = broker.bootstrap();
+    let out = run_python(
+        &py,
+        "sasl_clients.py",
+        &[
+            "reauth",
+            "--bootstrap",
+            &bootstrap,
+            "--user",
+            "alice",
+            "--password",
+            PASSWORD,
+            "--topic",
+            "reauth",
+            "--seconds",
+            "5",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_success(&out, &broker);
+    assert_eq!(
+        broker.log().matches("SASL session expired").count(),
+        expired_before,
+        "librdkafka's connections were closed, not renewed: {}",
+        broker.log_tail(20)
+    );
+}
+
 /// A test CA and the PEM files signed by it, in `dir`: `ca.pem`, `broker.pem` (key
 /// and chain for 127.0.0.1 and localhost) and `alice.pem` (a client key pair, subject
 /// `CN=alice,O=Twinlog Tests`); `rogue.pem` is a client key pair no CA of the broker's

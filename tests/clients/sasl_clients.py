@@ -4,7 +4,9 @@ or a SASL_SSL one with --ca naming the CA that signed the broker's certificate.
 `roundtrip`: a confluent-kafka producer (acks=all) writes --count records, a
 confluent-kafka consumer and a kafka-python consumer read every one back, all
 authenticated as --user / --password. `refused`: confluent-kafka with a wrong password
-must fail with an authentication error (not hang, not succeed).
+must fail with an authentication error (not hang, not succeed). `reauth`: a
+confluent-kafka producer acknowledged record by record for --seconds, across
+several session lifetimes.
 """
 
 import argparse
@@ -70,6 +72,26 @@ def roundtrip(a):
     summary(produced=a.count, confluent=len(got), kafka_python=len(kp))
 
 
+def reauth(a):
+    # One producer for --seconds, one record every 100 ms, each acknowledged before
+    # the next: its connections outlive several sessions (connections.max.reauth.ms),
+    # so librdkafka must re-authenticate on them (KIP-368) for none to be closed.
+    p = Producer(dict(ck_conf(a), acks="all"))
+    errors = []
+    sent = 0
+    deadline = time.monotonic() + a.seconds
+    while time.monotonic() < deadline:
+        p.produce(a.topic, value=b"r%d" % sent,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)))
+        sent += 1
+        if p.flush(10):
+            fail("record %d not delivered within 10 s" % sent)
+        time.sleep(0.1)
+    if errors:
+        fail("produce across re-authentications: %s" % errors[:3])
+    summary(produced=sent)
+
+
 def refused(a):
     # librdkafka logs the broker's answer ("SASL authentication error: Authentication
     # failed: ...") on stderr, which the test reads.
@@ -83,7 +105,7 @@ def refused(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["roundtrip", "refused"])
+    ap.add_argument("mode", choices=["roundtrip", "refused", "reauth"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", default="sasl")
     ap.add_argument("--user", required=True)
@@ -91,8 +113,9 @@ def main():
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--ca", help="PEM CA file: SASL_SSL instead of SASL_PLAINTEXT")
     ap.add_argument("--mechanism", default="PLAIN")
+    ap.add_argument("--seconds", type=float, default=5.0)
     a = ap.parse_args()
-    {"roundtrip": roundtrip, "refused": refused}[a.mode](a)
+    {"roundtrip": roundtrip, "refused": refused, "reauth": reauth}[a.mode](a)
 
 
 if __name__ == "__main__":

@@ -270,6 +270,10 @@ async fn serve_stream<S>(
     S: futures_lite::AsyncRead + futures_lite::AsyncWrite + Unpin,
 {
     let mut sasl = spec.config.sasl.clone().map(sasl::SaslSession::new);
+    // When the session ends (KIP-368: `connections.max.reauth.ms`, told to the client
+    // in SaslAuthenticate v1+): a request after it closes the connection, unless the
+    // client has re-authenticated.
+    let mut expires: Option<std::time::Instant> = None;
     loop {
         // Before authentication a frame is at most a SASL token's size (Kafka's
         // `sasl.server.max.receive.size`): an unauthenticated peer cannot make the
@@ -294,23 +298,39 @@ async fn serve_stream<S>(
                 break;
             }
         };
+        // A SaslHandshake on an authenticated connection re-authenticates it.
+        let renewal = sasl
+            .as_ref()
+            .filter(|_| !authenticating && api_key_of(&frame) == Some(ApiKey::SaslHandshake))
+            .and_then(sasl::SaslSession::renewal);
+        if let Some(renewal) = renewal {
+            sasl = Some(renewal);
+        }
         // A SASL listener serves nothing but ApiVersions and the exchange itself until
         // the connection has authenticated.
-        if let Some(session) = sasl.as_mut().filter(|_| authenticating) {
+        if let Some(session) = sasl
+            .as_mut()
+            .filter(|s| authenticating || s.is_renewal() && s.principal().is_none())
+        {
             match sasl_step(ctx, session, frame, &conn).await {
-                Ok((response, sasl::Next::Continue)) => {
+                Ok((response, sasl::Next::Continue, lifetime)) => {
                     if let Some(response) = response {
                         if write_frame(&mut stream, &response).await.is_err() {
                             break;
                         }
                     }
                     if let Some(user) = session.principal() {
-                        conn.principal = format!("User:{user}");
-                        conn.decisions = Default::default();
-                        tracing::debug!(client = %conn.peer, principal = %conn.principal, "authenticated");
+                        expires = lifetime.map(|l| std::time::Instant::now() + l);
+                        if session.is_renewal() {
+                            tracing::debug!(client = %conn.peer, principal = %conn.principal, "re-authenticated");
+                        } else {
+                            conn.principal = format!("User:{user}");
+                            conn.decisions = Default::default();
+                            tracing::debug!(client = %conn.peer, principal = %conn.principal, "authenticated");
+                        }
                     }
                 }
-                Ok((response, sasl::Next::Close)) => {
+                Ok((response, sasl::Next::Close, _)) => {
                     tracing::info!(client = %conn.peer, shard = ctx.id, "SASL authentication refused; closing connection");
                     if let Some(response) = response {
                         let _ = write_frame(&mut stream, &response).await;
@@ -323,6 +343,10 @@ async fn serve_stream<S>(
                 }
             }
             continue;
+        }
+        if expires.is_some_and(|at| std::time::Instant::now() >= at) {
+            tracing::info!(client = %conn.peer, principal = %conn.principal, shard = ctx.id, "SASL session expired (connections.max.reauth.ms) and the client did not re-authenticate; closing connection");
+            break;
         }
         let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
         match timer.finish(handle_frame(ctx, frame, &conn).await) {
@@ -353,7 +377,14 @@ async fn sasl_step(
     session: &mut sasl::SaslSession,
     mut frame: Bytes,
     conn: &ConnInfo,
-) -> Result<(Option<ResponseFrame>, sasl::Next), ConnectionError> {
+) -> Result<
+    (
+        Option<ResponseFrame>,
+        sasl::Next,
+        Option<std::time::Duration>,
+    ),
+    ConnectionError,
+> {
     let image = ctx.metadata.load();
     let scram = |user: &str, mechanism| image.scram.get(&(user.to_owned(), mechanism)).cloned();
     if session.expects_raw_token() {
@@ -362,12 +393,15 @@ async fn sasl_step(
                 let mut out = BytesMut::with_capacity(4 + reply.len());
                 out.put_i32(i32::try_from(reply.len()).unwrap_or(i32::MAX));
                 out.put_slice(&reply);
+                // A v0 client cannot learn a session lifetime: its session never
+                // expires.
                 (
                     Some(ResponseFrame::single(out.freeze())),
                     sasl::Next::Continue,
+                    None,
                 )
             }
-            None => (None, sasl::Next::Close),
+            None => (None, sasl::Next::Close, None),
         });
     }
     if frame.len() < 8 {
@@ -379,7 +413,7 @@ async fn sasl_step(
     match key {
         ApiKey::ApiVersions => {
             let response = handle_frame(ctx, frame, conn).await?;
-            return Ok((response, sasl::Next::Continue));
+            return Ok((response, sasl::Next::Continue, None));
         }
         ApiKey::SaslHandshake | ApiKey::SaslAuthenticate => {}
         other => return Err(ConnectionError::Unauthenticated(other)),
@@ -395,13 +429,20 @@ async fn sasl_step(
     let header =
         RequestHeader::decode(&mut frame, key.request_header_version(version)).map_err(decode)?;
     let request = RequestKind::decode(key, &mut frame, version).map_err(decode)?;
+    let mut lifetime = None;
     let (body, next) = match request {
         RequestKind::SaslHandshake(r) => {
             let (response, next) = session.handshake(&r, version);
             (ResponseKind::SaslHandshake(response), next)
         }
         RequestKind::SaslAuthenticate(r) => {
-            let (response, next) = session.authenticate(&r, &scram);
+            let (mut response, next) = session.authenticate(&r, &scram);
+            // SaslAuthenticate v1+ tells the client when its session ends.
+            if version >= 1 && session.principal().is_some() {
+                lifetime = session.lifetime();
+                response.session_lifetime_ms =
+                    lifetime.map_or(0, |l| i64::try_from(l.as_millis()).unwrap_or(i64::MAX));
+            }
             (ResponseKind::SaslAuthenticate(response), next)
         }
         _ => return Err(ConnectionError::Unauthenticated(key)),
@@ -409,7 +450,14 @@ async fn sasl_step(
     Ok((
         Some(encode_response(key, version, header.correlation_id, &body)?),
         next,
+        lifetime,
     ))
+}
+
+/// The API key a request frame starts with, if it is one Twinlog knows.
+fn api_key_of(frame: &[u8]) -> Option<ApiKey> {
+    let raw = i16::from_be_bytes([*frame.first()?, *frame.get(1)?]);
+    ApiKey::try_from(raw).ok()
 }
 
 async fn write_frame<S>(stream: &mut S, frame: &ResponseFrame) -> std::io::Result<()>

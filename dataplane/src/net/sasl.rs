@@ -24,6 +24,9 @@ pub struct SaslConfig {
     pub mechanisms: Vec<String>,
     /// PLAIN's users and passwords (the JAAS config's `user_<name>="<password>"`).
     pub plain_users: BTreeMap<String, String>,
+    /// `connections.max.reauth.ms`: how long a session lasts before the client must
+    /// re-authenticate (KIP-368); 0 for never.
+    pub reauth_ms: i64,
 }
 
 /// The largest frame a connection may send before it has authenticated (Kafka's
@@ -60,6 +63,11 @@ enum State {
 pub struct SaslSession {
     config: Arc<SaslConfig>,
     state: State,
+    /// While re-authenticating: the user and mechanism of the session being renewed,
+    /// which must not change (Kafka refuses a change of principal or mechanism).
+    renewing: Option<(String, String)>,
+    /// The mechanism of the handshake, kept for a later re-authentication.
+    mechanism: Option<String>,
 }
 
 /// What the connection does after a SASL request was answered.
@@ -76,7 +84,36 @@ impl SaslSession {
         SaslSession {
             config,
             state: State::Handshake,
+            renewing: None,
+            mechanism: None,
         }
+    }
+
+    /// The session that re-authenticates this authenticated one (a SaslHandshake on
+    /// an authenticated connection): the same user must log in with the same
+    /// mechanism. `None` when this session has not authenticated.
+    pub fn renewal(&self) -> Option<SaslSession> {
+        let user = self.principal()?.to_owned();
+        let mechanism = self.mechanism.clone()?;
+        Some(SaslSession {
+            config: Arc::clone(&self.config),
+            state: State::Handshake,
+            renewing: Some((user, mechanism)),
+            mechanism: None,
+        })
+    }
+
+    /// Whether this session re-authenticates an earlier one.
+    pub fn is_renewal(&self) -> bool {
+        self.renewing.is_some()
+    }
+
+    /// How long a session lasts (`connections.max.reauth.ms`), if it expires.
+    pub fn lifetime(&self) -> Option<std::time::Duration> {
+        u64::try_from(self.config.reauth_ms)
+            .ok()
+            .filter(|ms| *ms > 0)
+            .map(std::time::Duration::from_millis)
     }
 
     /// The authenticated user, once there is one.
@@ -134,6 +171,17 @@ impl SaslSession {
                 Next::Close,
             );
         }
+        // A re-authentication speaks SaslAuthenticate (v1 handshakes) and keeps its
+        // mechanism.
+        if let Some((_, mechanism)) = &self.renewing {
+            if version == 0 || *mechanism != wanted {
+                return (
+                    response.with_error_code(ResponseError::IllegalSaslState.code()),
+                    Next::Close,
+                );
+            }
+        }
+        self.mechanism = Some(wanted.clone());
         self.state = State::Authenticate {
             mechanism: wanted,
             raw: version == 0,
@@ -141,8 +189,32 @@ impl SaslSession {
         (response, Next::Continue)
     }
 
-    /// One SaslAuthenticate; `scram` finds SCRAM credentials.
+    /// One SaslAuthenticate; `scram` finds SCRAM credentials. A re-authentication
+    /// that logs in as someone else is refused (SASL_AUTHENTICATION_FAILED).
     pub fn authenticate(
+        &mut self,
+        request: &SaslAuthenticateRequest,
+        scram: ScramLookup<'_>,
+    ) -> (SaslAuthenticateResponse, Next) {
+        let answer = self.authenticate_step(request, scram);
+        match (&self.renewing, &self.state) {
+            (Some((before, _)), State::Done(now)) if before != now => {
+                let message = format!(
+                    "Cannot change principals during re-authentication from User:{before}: User:{now}"
+                );
+                self.state = State::Handshake;
+                (
+                    SaslAuthenticateResponse::default()
+                        .with_error_code(ResponseError::SaslAuthenticationFailed.code())
+                        .with_error_message(Some(StrBytes::from_string(message))),
+                    Next::Close,
+                )
+            }
+            _ => answer,
+        }
+    }
+
+    fn authenticate_step(
         &mut self,
         request: &SaslAuthenticateRequest,
         scram: ScramLookup<'_>,
@@ -298,9 +370,13 @@ mod tests {
     fn session() -> SaslSession {
         SaslSession::new(Arc::new(SaslConfig {
             mechanisms: vec!["PLAIN".into()],
-            plain_users: [("alice".to_string(), "secret".to_string())]
-                .into_iter()
-                .collect(),
+            plain_users: [
+                ("alice".to_string(), "secret".to_string()),
+                ("carol".to_string(), "carol-pw".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            reauth_ms: 0,
         }))
     }
 
@@ -334,6 +410,39 @@ mod tests {
         // A second handshake on an authenticated connection is out of order.
         assert_eq!(
             handshake(&mut s, "PLAIN"),
+            (ResponseError::IllegalSaslState.code(), Next::Close)
+        );
+    }
+
+    #[test]
+    fn a_renewal_must_log_in_the_same_user_with_the_same_mechanism() {
+        let mut s = session();
+        assert!(s.renewal().is_none(), "nothing to renew before a login");
+        handshake(&mut s, "PLAIN");
+        authenticate(&mut s, b"\0alice\0secret");
+        let mut again = s.renewal().expect("authenticated");
+        assert!(again.is_renewal() && again.principal().is_none());
+        assert_eq!(handshake(&mut again, "PLAIN"), (0, Next::Continue));
+        assert_eq!(
+            authenticate(&mut again, b"\0alice\0secret"),
+            (0, Next::Continue)
+        );
+        assert_eq!(again.principal(), Some("alice"));
+        // Someone else's password is refused, though it is right for them.
+        let mut other = s.renewal().expect("authenticated");
+        handshake(&mut other, "PLAIN");
+        assert_eq!(
+            authenticate(&mut other, b"\0carol\0carol-pw"),
+            (ResponseError::SaslAuthenticationFailed.code(), Next::Close)
+        );
+        assert_eq!(other.principal(), None);
+        // A v0 handshake cannot renew a session.
+        let mut raw = s.renewal().expect("authenticated");
+        let request =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+        let (response, next) = raw.handshake(&request, 0);
+        assert_eq!(
+            (response.error_code, next),
             (ResponseError::IllegalSaslState.code(), Next::Close)
         );
     }
