@@ -204,11 +204,13 @@ pub fn plan_acl_sync(
 }
 
 /// Every ACL of the source (DescribeAcls with an all-ANY filter); `None` when the
-/// source has no authorizer (SECURITY_DISABLED).
+/// source has no authorizer (SECURITY_DISABLED) or does not serve DescribeAcls.
 pub async fn source_acls(conn: &mut KafkaConnection) -> Result<Option<Vec<AclBinding>>, String> {
-    let v = conn
-        .pick_version(ApiKey::DescribeAcls as i16, 1, 3)
-        .ok_or_else(|| format!("{} does not serve DescribeAcls v1-v3", conn.addr()))?;
+    // A source that does not serve DescribeAcls (a Kafka-compatible broker without
+    // ACLs) has none to sync, like one without an authorizer.
+    let Some(v) = conn.pick_version(ApiKey::DescribeAcls as i16, 1, 3) else {
+        return Ok(None);
+    };
     let request = DescribeAclsRequest::default()
         .with_resource_type_filter(ANY)
         .with_pattern_type_filter(ANY)
