@@ -163,6 +163,7 @@ pub fn sasl_exchange(data: &[u8]) {
             "SCRAM-SHA-512".into(),
         ],
         plain_users: users.clone(),
+        reauth_ms: 60_000,
     }));
     let mut rest = data;
     while let [op, hi, lo, tail @ ..] = rest {
