@@ -373,7 +373,8 @@ fn topic_configs_follow_the_source_except_excluded_keys() {
             "partitions",
             "deleted-topics",
             "group-offsets",
-            "topic-discovery"
+            "topic-discovery",
+            "acls"
         ]
     );
     for s in &d.sync {
