@@ -99,6 +99,12 @@ pub struct BrokerConfig {
     pub listeners: Vec<dataplane::net::ListenerConfig>,
     /// Index of the inter-broker listener in `listeners`.
     pub inter_broker: usize,
+    /// How this broker dials the others' inter-broker listener (and its own): the
+    /// listener's protocol, its keystore and truststore, and with SASL
+    /// `sasl.mechanism.inter.broker.protocol` with the `username` and `password` of the
+    /// listener's JAAS config for that mechanism. `sasl: None` on a SASL listener: no
+    /// mechanism named (one node only; see `check_roles`).
+    pub inter_broker_security: dataplane::client::security::ClientSecurity,
     /// `metrics.listen` (Twinlog): where the Prometheus endpoint (`GET /metrics`) binds,
     /// `host:port`; `None` (the default, or an empty string) leaves it off.
     pub metrics_listen: Option<SocketAddr>,
@@ -244,6 +250,7 @@ impl Default for BrokerConfig {
                 DEFAULT_PORT,
             ))],
             inter_broker: 0,
+            inter_broker_security: Default::default(),
             metrics_listen: None,
             data_dir: PathBuf::from("./data"),
             num_partitions: 1,
@@ -295,6 +302,7 @@ pub const BROKER_CONFIG_NAMES: &[&str] = &[
     "listener.security.protocol.map",
     "inter.broker.listener.name",
     "security.inter.broker.protocol",
+    "sasl.mechanism.inter.broker.protocol",
     "metrics.listen",
     "log.dirs",
     "log.dir",
@@ -593,6 +601,8 @@ impl BrokerConfig {
         let inter_broker = &self.listeners[self.inter_broker];
         self.listen = inter_broker.bind;
         self.advertised_listen = inter_broker.advertised;
+        self.inter_broker_security =
+            inter_broker_security(keys, &inter_broker.name, inter_broker.protocol)?;
         Ok(controller)
     }
 
@@ -1006,14 +1016,15 @@ impl BrokerConfig {
                 .unwrap_or_default()
         };
         let inter_broker = &self.listeners[self.inter_broker];
-        if inter_broker.protocol != dataplane::net::SecurityProtocol::Plaintext
+        if inter_broker.protocol.uses_sasl()
+            && self.inter_broker_security.sasl.is_none()
             && (self.quorum_voters.len() > 1 || !self.quorum_bootstrap.is_empty())
         {
-            // Replication and the coordinators reach the other brokers as clients
-            // without TLS or credentials.
+            // Replication and the coordinators reach the other brokers as clients and
+            // must log in (Kafka's default mechanism, GSSAPI, is not implemented).
             return Err(ConfigError::Invalid {
-                key: "inter.broker.listener.name".to_owned(),
-                message: format!("the inter-broker listener {} is {}: brokers of a cluster talk to each other over PLAINTEXT for now (add a PLAINTEXT listener on an internal network and name it in inter.broker.listener.name)", inter_broker.name, inter_broker.protocol.name()),
+                key: "sasl.mechanism.inter.broker.protocol".to_owned(),
+                message: format!("the inter-broker listener {} is {}: name the mechanism brokers log in to each other with (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with username and password in listener.name.{}.<mechanism>.sasl.jaas.config", inter_broker.name, inter_broker.protocol.name(), inter_broker.name.to_ascii_lowercase()),
             });
         }
         if !self.quorum_bootstrap.is_empty() {
@@ -1358,6 +1369,9 @@ const LISTENER_KEYS: &[&str] = &[
     "sasl.enabled.mechanisms",
     "connections.max.reauth.ms",
     "plain.sasl.jaas.config",
+    "scram-sha-256.sasl.jaas.config",
+    "scram-sha-512.sasl.jaas.config",
+    "ssl.endpoint.identification.algorithm",
     "ssl.keystore.type",
     "ssl.keystore.location",
     "ssl.keystore.key",
@@ -1469,6 +1483,86 @@ fn sasl_config(
         mechanisms,
         plain_users,
         reauth_ms,
+    })
+}
+
+/// The inter-broker listener's security as a client of it: Kafka's client keys read
+/// from the listener's own settings (the broker presents its keystore and trusts its
+/// truststore) and, on a SASL listener, `sasl.mechanism.inter.broker.protocol` with
+/// the `username`/`password` of `listener.name.<l>.<mechanism>.sasl.jaas.config`.
+fn inter_broker_security(
+    keys: &BTreeMap<String, toml::Value>,
+    listener: &str,
+    protocol: dataplane::net::SecurityProtocol,
+) -> Result<dataplane::client::security::ClientSecurity, ConfigError> {
+    use dataplane::client::security::ClientSecurity;
+    use dataplane::net::SecurityProtocol;
+    const MECHANISM_KEY: &str = "sasl.mechanism.inter.broker.protocol";
+    const MECHANISM_EXPECTED: &str =
+        "a mechanism the inter-broker listener enables: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512";
+    let mut client = BTreeMap::new();
+    client.insert("security.protocol".to_owned(), protocol.name().to_owned());
+    if protocol.uses_tls() {
+        for key in [
+            "ssl.truststore.location",
+            "ssl.truststore.certificates",
+            "ssl.keystore.location",
+            "ssl.keystore.key",
+            "ssl.keystore.certificate.chain",
+            "ssl.endpoint.identification.algorithm",
+        ] {
+            if let Some((k, v)) = listener_setting(keys, listener, key, true) {
+                client.insert(key.to_owned(), v.string(&k, "a string")?);
+            }
+        }
+    }
+    let mut jaas_key = None;
+    if protocol.uses_sasl() {
+        let Some(value) = keys.get(MECHANISM_KEY) else {
+            // No login of its own: one node alone needs none (checked in `check_roles`).
+            let bare = if protocol.uses_tls() {
+                SecurityProtocol::Ssl
+            } else {
+                SecurityProtocol::Plaintext
+            };
+            client.insert("security.protocol".to_owned(), bare.name().to_owned());
+            return ClientSecurity::from_configs(&client).map_err(|message| ConfigError::Invalid {
+                key: "inter.broker.listener.name".to_owned(),
+                message: format!("as a client of the inter-broker listener {listener}: {message}"),
+            });
+        };
+        let v = Scalar::from_toml(value);
+        let mechanism = v
+            .string(MECHANISM_KEY, MECHANISM_EXPECTED)?
+            .trim()
+            .to_ascii_uppercase();
+        let enabled = listener_setting(keys, listener, "sasl.enabled.mechanisms", true)
+            .and_then(|(k, v)| v.string(&k, "").ok())
+            .unwrap_or_default();
+        if !enabled
+            .split(',')
+            .any(|m| m.trim().eq_ignore_ascii_case(&mechanism))
+        {
+            return Err(bad_value(MECHANISM_KEY, &v, MECHANISM_EXPECTED));
+        }
+        let key = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
+        let (k, jaas) = listener_setting(keys, listener, &key, false).ok_or_else(|| {
+            ConfigError::Invalid {
+                key: format!("listener.name.{}.{key}", listener.to_ascii_lowercase()),
+                message: format!("the broker logs in to the inter-broker listener {listener} with {mechanism}: give this JAAS config username and password"),
+            }
+        })?;
+        client.insert("sasl.mechanism".to_owned(), mechanism);
+        client.insert(
+            "sasl.jaas.config".to_owned(),
+            jaas.string(&k, "a JAAS config")?,
+        );
+        jaas_key = Some(k);
+    }
+    ClientSecurity::from_configs(&client).map_err(|message| ConfigError::Invalid {
+        // The message names the client key; the JAAS config itself is never shown.
+        key: jaas_key.unwrap_or_else(|| "inter.broker.listener.name".to_owned()),
+        message: format!("as a client of the inter-broker listener {listener}: {message}"),
     })
 }
 
@@ -1759,17 +1853,42 @@ mod tests {
             (key.as_str(), value.as_str()),
             (PLAIN_JAAS_CONFIG, "[hidden]")
         );
-        // Not as the inter-broker listener of a multi-node cluster.
+        // As the inter-broker listener of a multi-node cluster, brokers log in to each
+        // other: a mechanism must be named, and its JAAS config must give this broker's
+        // own username and password.
         let cluster = "\"node.id\" = 0\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:19093,1@127.0.0.1:19094\"\n\"sasl.enabled.mechanisms\" = \"PLAIN\"";
-        match parse_err(&format!(
-            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{jaas}"
-        )) {
-            ConfigError::Invalid { key, message } => {
-                assert_eq!(key, "inter.broker.listener.name");
-                assert!(message.contains("PLAINTEXT"), "{message}");
-            }
+        let sasl_cluster = |extra: &str| {
+            format!("listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{extra}")
+        };
+        let invalid_key = |e: ConfigError| match e {
+            ConfigError::Invalid { key, message } => (key, message),
             other => panic!("{other}"),
-        }
+        };
+        let (key, message) = invalid_key(parse_err(&sasl_cluster(jaas)));
+        assert_eq!(key, "sasl.mechanism.inter.broker.protocol");
+        assert!(message.contains("SASL_PLAINTEXT"), "{message}");
+        let mechanism = "\"sasl.mechanism.inter.broker.protocol\" = \"PLAIN\"";
+        let (key, message) = invalid_key(parse_err(&sasl_cluster(&format!("{mechanism}\n{jaas}"))));
+        assert_eq!(key, PLAIN_JAAS_CONFIG);
+        assert!(message.contains("username"), "{message}");
+        assert!(!message.contains("s3cret"), "{message}");
+        let login = r#""listener.name.sasl_plaintext.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" user_admin="admin-pw";'"#;
+        let c = parse(&sasl_cluster(&format!("{mechanism}\n{login}")));
+        let own = c.inter_broker_security.sasl.expect("a login");
+        assert_eq!(
+            (own.username.as_str(), own.password.as_str()),
+            ("admin", "admin-pw")
+        );
+        assert!(c.inter_broker_security.tls.is_none());
+        // A mechanism the listener does not enable is refused.
+        let scram = "\"sasl.mechanism.inter.broker.protocol\" = \"SCRAM-SHA-512\"";
+        let (key, _) = key_of(parse_err(&sasl_cluster(&format!("{scram}\n{login}"))));
+        assert_eq!(key, "sasl.mechanism.inter.broker.protocol");
+        // One node alone may leave it out.
+        let c = parse(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"plain\"\n{jaas}"
+        ));
+        assert!(c.inter_broker_security.sasl.is_none());
         // Beside a PLAINTEXT inter-broker listener it is fine.
         let c = parse(&format!(
             "listeners = \"PLAINTEXT://127.0.0.1:19091,SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{cluster}\n{jaas}"

@@ -175,6 +175,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         signal_hook::flag::register(sig, Arc::clone(&stop_flag)).map_err(ServeError::Signal)?;
     }
 
+    dataplane::client::security::set_inter_broker(config.inter_broker_security.clone());
+    if config.listeners[config.inter_broker].protocol.uses_sasl()
+        && config.inter_broker_security.sasl.is_none()
+    {
+        tracing::warn!(
+            listener = %config.listeners[config.inter_broker].name,
+            "the inter-broker listener needs SASL but sasl.mechanism.inter.broker.protocol is not set: this broker's requests to itself (a mirror's group offsets) are refused until it is"
+        );
+    }
     let shards = config.shards.len();
     let (router, receivers) = ShardRouter::new(shards, SHARD_QUEUE_MAX);
     let _metrics = config

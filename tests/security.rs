@@ -349,6 +349,11 @@ struct TestPki {
 
 impl TestPki {
     fn create(dir: &std::path::Path, ca_name: &str) -> TestPki {
+        TestPki::create_for(dir, ca_name, &[])
+    }
+
+    /// [`TestPki::create`] with `broker.pem` naming `hosts` too.
+    fn create_for(dir: &std::path::Path, ca_name: &str, hosts: &[String]) -> TestPki {
         use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
         std::fs::create_dir_all(dir).expect("pki dir");
         let ca_key = KeyPair::generate().expect("CA key");
@@ -377,12 +382,15 @@ impl TestPki {
                 )
                 .expect("write pem");
             };
-        leaf(
-            "broker.pem",
-            vec!["127.0.0.1".into(), "localhost".into()],
-            "broker",
-            Some(&issuer),
+        let mut names: Vec<String> = vec!["127.0.0.1".into(), "localhost".into()];
+        names.extend(
+            hosts
+                .iter()
+                .filter(|h| !names.contains(h))
+                .cloned()
+                .collect::<Vec<_>>(),
         );
+        leaf("broker.pem", names, "broker", Some(&issuer));
         leaf("alice.pem", Vec::new(), "alice", Some(&issuer));
         leaf("rogue.pem", Vec::new(), "alice", None);
         TestPki {
@@ -1676,4 +1684,112 @@ fn fuzzed_tls_and_sasl_handshakes_never_crash_the_broker() {
     assert_success(&out, &broker);
     let (_, _, panicked) = broker.log_problems();
     assert!(!panicked, "{}", broker.log_tail(60));
+}
+
+/// Three nodes whose inter-broker listener is SASL_SSL (PLAIN, and client certificates
+/// required) and whose authorizer lets only `User:admin` (the brokers' own login) and
+/// the PLAINTEXT clients do anything: the cluster forms, followers replicate over TLS
+/// as admin (the ISR fills, the replicas' bytes agree), and transactions whose markers
+/// cross brokers commit.
+#[test]
+fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_listener() {
+    use support::cluster::{
+        assert_replicas_identical, bootstrap_all, create_topic, start_nodes_with, wait_brokers,
+        wait_isr,
+    };
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"]),
+        "a cluster over a secured inter-broker listener",
+    ) {
+        return;
+    }
+    let net = support::netns::Net::new(3);
+    let pki_dir = tempfile::tempdir().expect("pki dir");
+    let hosts: Vec<String> = (0..3).map(|i| net.ip(i).to_string()).collect();
+    let pki = TestPki::create_for(pki_dir.path(), "Twinlog Cluster CA", &hosts);
+    let (keystore, truststore) = (pki.path("broker.pem"), pki.path("ca.pem"));
+    let all = [0, 1, 2];
+    let nodes = start_nodes_with(
+        &net,
+        &all,
+        &all,
+        "broker,controller",
+        Broker::TEST_CLUSTER_ID,
+        |i| {
+            let (ip, internal, client) = (net.ip(i), net.port(i, 9092), net.port(i, 9094));
+            let config = format!(
+                r#""listeners" = "INTERNAL://{ip}:{internal},CLIENT://{ip}:{client}"
+"listener.security.protocol.map" = "INTERNAL:SASL_SSL,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+"inter.broker.listener.name" = "INTERNAL"
+"sasl.enabled.mechanisms" = "PLAIN"
+"sasl.mechanism.inter.broker.protocol" = "PLAIN"
+"listener.name.internal.plain.sasl.jaas.config" = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-pw" user_admin="admin-pw";'
+"listener.name.internal.ssl.client.auth" = "required"
+"ssl.keystore.type" = "PEM"
+"ssl.keystore.location" = "{keystore}"
+"ssl.truststore.type" = "PEM"
+"ssl.truststore.location" = "{truststore}"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:admin;User:ANONYMOUS"
+"group.initial.rebalance.delay.ms" = 0
+"transaction.abort.timed.out.transaction.cleanup.interval.ms" = 500
+"min.insync.replicas" = 2
+"#
+            );
+            (config, Some(client))
+        },
+    );
+    let nodes: Vec<Option<Broker>> = nodes.into_iter().map(Some).collect();
+    wait_brokers(&nodes, 3);
+    let first = nodes[0].as_ref().expect("node 0");
+    create_topic(&nodes, "secured", 3, &[]);
+    // Every follower fetches from its leader over SASL_SSL, or the ISR never fills.
+    wait_isr(first, "secured", 3, 3);
+    let records: Vec<u8> = (0..300)
+        .flat_map(|i| format!("r{i}\n").into_bytes())
+        .collect();
+    let out = kcat_with(
+        &bootstrap_all(&nodes),
+        &["acks=all".into()],
+        &["-P", "-t", "secured"],
+        Some(&records),
+    );
+    assert_success(&out, first);
+    wait_isr(first, "secured", 3, 3);
+    assert_replicas_identical(&nodes, "secured", 3);
+    // Transactions: the coordinators and the partitions' leaders are on different
+    // brokers, so markers (WriteTxnMarkers) and offset commits cross the secured
+    // listener.
+    create_topic(&nodes, "secured-txn", 3, &[]);
+    wait_isr(first, "secured-txn", 3, 3);
+    let out = run_python(
+        &py,
+        "ck_txn.py",
+        &[
+            "run",
+            "--bootstrap",
+            &bootstrap_all(&nodes),
+            "--topic",
+            "secured-txn",
+            "--group",
+            "g-secured",
+            "--partitions",
+            "3",
+            "--timeout",
+            "30",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_success(&out, first);
+    for n in nodes.iter().flatten() {
+        let (_, _, panicked) = n.log_problems();
+        assert!(!panicked, "{}", n.log_tail(40));
+        let log = n.log();
+        assert!(
+            !log.contains("authentication failed") && !log.contains("SASL_AUTHENTICATION_FAILED"),
+            "a broker's own login was refused:\n{}",
+            n.log_tail(40)
+        );
+    }
 }

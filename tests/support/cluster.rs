@@ -63,6 +63,22 @@ pub fn start_nodes_of(
     extra: &str,
     cluster_id: &str,
 ) -> Vec<Broker> {
+    start_nodes_with(net, ids, voters, roles, cluster_id, |_| {
+        (extra.to_owned(), None)
+    })
+}
+
+/// [`start_nodes_of`] with each node's own extra config and, for a node whose
+/// inter-broker listener is secured, the port of the PLAINTEXT listener the harness
+/// talks to (see [`Broker::start_at_with_client_port`]).
+pub fn start_nodes_with(
+    net: &Net,
+    ids: &[usize],
+    voters: &[usize],
+    roles: &str,
+    cluster_id: &str,
+    node: impl Fn(usize) -> (String, Option<u16>),
+) -> Vec<Broker> {
     let voters = voters
         .iter()
         .map(|i| format!("{i}@{}:{}", net.ip(*i), net.port(*i, CONTROLLER_PORT)))
@@ -71,15 +87,20 @@ pub fn start_nodes_of(
     let handles: Vec<_> = ids
         .iter()
         .map(|&i| {
+            let (extra, client_port) = node(i);
             let config = format!(
                 "\"node.id\" = {i}\n\"process.roles\" = \"{roles}\"\n\"controller.quorum.voters\" = \"{voters}\"\n\"offsets.topic.num.partitions\" = 3\n\"transaction.state.log.num.partitions\" = 3\n\"broker.session.timeout.ms\" = 3000\n\"replica.lag.time.max.ms\" = 3000\n\"num.partitions\" = 3\n\"default.replication.factor\" = 3\n{extra}"
             );
-            let (host, port, ns) = (net.ip(i), net.port(i, KAFKA_PORT), net.ns(i));
+            let at = (net.ip(i), net.port(i, KAFKA_PORT), net.ns(i));
             let cluster_id = cluster_id.to_string();
             thread::spawn(move || {
-                Broker::start_at_prepared(&config, (host, port, ns), |data, _| {
+                let format = |data: &Path, _: &Path| {
                     super::format_node_as(data, &i.to_string(), &cluster_id)
-                })
+                };
+                match client_port {
+                    None => Broker::start_at_prepared(&config, at, format),
+                    Some(port) => Broker::start_at_with_client_port(&config, at, port, format),
+                }
             })
         })
         .collect();

@@ -109,6 +109,9 @@ pub struct Broker {
     starts: u32,
     /// Extra environment of the next starts (fail points).
     env: Vec<(String, String)>,
+    /// The PLAINTEXT listener the harness talks to when the `--listen` one (the
+    /// inter-broker listener) is secured; `None`: `port` itself.
+    client_port: Option<u16>,
 }
 
 impl Broker {
@@ -126,7 +129,7 @@ impl Broker {
         port: u16,
         netns: Option<String>,
     ) -> Broker {
-        Broker::start_with(config_toml, |_| {}, host, Some(port), netns)
+        Broker::start_with(config_toml, |_| {}, host, Some(port), netns, None)
     }
 
     /// [`Broker::start_at`] after `prepare` ran on the (empty) data directory, with the
@@ -140,7 +143,30 @@ impl Broker {
             let config = data.parent().expect("a parent").join("twinlog.toml");
             prepare(data, &config);
         };
-        Broker::start_with(config_toml, with_config, host, Some(port), netns)
+        Broker::start_with(config_toml, with_config, host, Some(port), netns, None)
+    }
+
+    /// [`Broker::start_at_prepared`] for a node whose inter-broker listener (at `port`)
+    /// is secured: the harness's own requests go to its PLAINTEXT listener at
+    /// `client_port` (which `config_toml` must name).
+    pub fn start_at_with_client_port(
+        config_toml: &str,
+        (host, port, netns): (std::net::IpAddr, u16, Option<String>),
+        client_port: u16,
+        prepare: impl FnOnce(&Path, &Path),
+    ) -> Broker {
+        let with_config = |data: &Path| {
+            let config = data.parent().expect("a parent").join("twinlog.toml");
+            prepare(data, &config);
+        };
+        Broker::start_with(
+            config_toml,
+            with_config,
+            host,
+            Some(port),
+            netns,
+            Some(client_port),
+        )
     }
 
     /// The cluster id every node of a test quorum is formatted with.
@@ -154,6 +180,7 @@ impl Broker {
             std::net::IpAddr::from([127, 0, 0, 1]),
             None,
             None,
+            None,
         )
     }
 
@@ -163,6 +190,7 @@ impl Broker {
         host: std::net::IpAddr,
         port: Option<u16>,
         netns: Option<String>,
+        client_port: Option<u16>,
     ) -> Broker {
         let dir = tempfile::Builder::new()
             .prefix("twinlog-clients-")
@@ -191,6 +219,7 @@ impl Broker {
             child: None,
             starts: 0,
             env: Vec::new(),
+            client_port,
         };
         broker.spawn_and_wait();
         broker
@@ -200,8 +229,9 @@ impl Broker {
         self.addr().to_string()
     }
 
+    /// Where the harness and the tests' clients reach it.
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::new(self.host, self.port)
+        SocketAddr::new(self.host, self.client_port.unwrap_or(self.port))
     }
 
     pub fn dir(&self) -> &Path {
@@ -272,7 +302,7 @@ impl Broker {
         cmd.arg("--data-dir")
             .arg(self.data_dir())
             .arg("--listen")
-            .arg(self.bootstrap())
+            .arg(SocketAddr::new(self.host, self.port).to_string())
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone log fd"))

@@ -398,7 +398,7 @@ impl MirrorStates {
                     connect_timeout: Duration::from_secs(5),
                     request_timeout: Duration::from_secs(15),
                     response_bytes_max: 64 << 20,
-                    ..Default::default()
+                    security: dataplane::client::security::inter_broker(),
                 };
                 KafkaConnection::connect_with(&addr.to_string(), &config)
                     .await

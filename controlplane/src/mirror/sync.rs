@@ -1587,10 +1587,13 @@ async fn coordinator_connection<'a>(
 
 /// This broker's own cluster, as a client of it, bootstrapped from this broker.
 fn destination_cluster(image: &MetadataImage, mirror: &str) -> Result<SourceCluster, String> {
-    let config = ConnectionConfig::new(
-        &format!("twinlog-mirror-sync-{mirror}"),
-        DESTINATION_CONNECT_TIMEOUT,
-    );
+    let config = ConnectionConfig {
+        security: dataplane::client::security::inter_broker(),
+        ..ConnectionConfig::new(
+            &format!("twinlog-mirror-sync-{mirror}"),
+            DESTINATION_CONNECT_TIMEOUT,
+        )
+    };
     SourceCluster::new(&own_address(image).to_string(), config)
         .map_err(|e| format!("this cluster as a client: {e}"))
 }
@@ -1614,10 +1617,13 @@ async fn connect_destination(
     mirror: &str,
 ) -> Result<KafkaConnection, String> {
     let addr = own_address(image);
-    let config = ConnectionConfig::new(
-        &format!("twinlog-mirror-sync-{mirror}"),
-        DESTINATION_CONNECT_TIMEOUT,
-    );
+    let config = ConnectionConfig {
+        security: dataplane::client::security::inter_broker(),
+        ..ConnectionConfig::new(
+            &format!("twinlog-mirror-sync-{mirror}"),
+            DESTINATION_CONNECT_TIMEOUT,
+        )
+    };
     KafkaConnection::connect_with(&addr.to_string(), &config)
         .await
         .map_err(|e| format!("connecting to this broker at {addr}: {e}"))

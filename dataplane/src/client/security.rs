@@ -80,6 +80,24 @@ pub struct ClientSecurity {
     pub sasl: Option<SaslLogin>,
 }
 
+/// How this broker's own connections to its cluster's brokers get past their
+/// inter-broker listener: replication, transaction markers, the mirror's requests to
+/// other brokers and to this one. Set once by `serve` at start; PLAINTEXT until then
+/// (and in unit tests).
+static INTER_BROKER: std::sync::OnceLock<ClientSecurity> = std::sync::OnceLock::new();
+
+/// Sets [`inter_broker`] (the first call wins; it is a node's static config).
+pub fn set_inter_broker(security: ClientSecurity) {
+    let _ = INTER_BROKER.set(security);
+}
+
+/// The security of a connection from this broker to a broker of its own cluster (the
+/// inter-broker listener's protocol, `sasl.mechanism.inter.broker.protocol` and the
+/// listener's own keys).
+pub fn inter_broker() -> ClientSecurity {
+    INTER_BROKER.get().cloned().unwrap_or_default()
+}
+
 /// The keys [`ClientSecurity::from_configs`] reads.
 pub const SECURITY_KEYS: &[&str] = &[
     "security.protocol",

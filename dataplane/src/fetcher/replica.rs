@@ -270,7 +270,7 @@ impl ReplicaFetcher {
                     ),
                     response_bytes_max: (config.fetch_response_max_bytes.max(1 << 20) as usize)
                         .saturating_mul(2),
-                    ..Default::default()
+                    security: crate::client::security::inter_broker(),
                 };
                 match KafkaConnection::connect_with(&addr.to_string(), &cc).await {
                     Ok(c) => conn = Some(c),

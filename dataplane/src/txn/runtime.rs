@@ -166,7 +166,7 @@ impl TxnRuntime {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(30),
             response_bytes_max: 1 << 20,
-            ..Default::default()
+            security: crate::client::security::inter_broker(),
         };
         crate::client::KafkaConnection::connect_with(&addr.to_string(), &config)
             .await
