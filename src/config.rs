@@ -1371,6 +1371,25 @@ const LISTENER_KEYS: &[&str] = &[
     "plain.sasl.jaas.config",
     "scram-sha-256.sasl.jaas.config",
     "scram-sha-512.sasl.jaas.config",
+    "oauthbearer.sasl.jaas.config",
+    "oauthbearer.sasl.server.callback.handler.class",
+    "plain.connections.max.reauth.ms",
+    "scram-sha-256.connections.max.reauth.ms",
+    "scram-sha-512.connections.max.reauth.ms",
+    "oauthbearer.connections.max.reauth.ms",
+    "sasl.oauthbearer.jwks.endpoint.url",
+    "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer",
+    "sasl.oauthbearer.sub.claim.name",
+    "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.clock.skew.seconds",
+    "oauthbearer.sasl.oauthbearer.jwks.endpoint.url",
+    "oauthbearer.sasl.oauthbearer.expected.audience",
+    "oauthbearer.sasl.oauthbearer.expected.issuer",
+    "oauthbearer.sasl.oauthbearer.sub.claim.name",
+    "oauthbearer.sasl.oauthbearer.scope.claim.name",
+    "oauthbearer.sasl.oauthbearer.clock.skew.seconds",
+    "oauthbearer.sasl.oauthbearer.token.endpoint.url",
     "ssl.endpoint.identification.algorithm",
     "ssl.keystore.type",
     "ssl.keystore.location",
@@ -1393,10 +1412,18 @@ fn listener_entry(item: &str) -> (String, &str) {
     }
 }
 
+/// Whether a listener key is one mechanism's (`plain.sasl.jaas.config`,
+/// `oauthbearer.connections.max.reauth.ms`): those are per listener only, as in Kafka.
+fn is_mechanism_key(key: &str) -> bool {
+    ["plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer."]
+        .iter()
+        .any(|m| key.starts_with(m))
+}
+
 /// `listener.name.<name>.<key>` with `key` one of [`LISTENER_KEYS`], or one of them
-/// but a JAAS config at the top level (shared by every listener).
+/// but a mechanism's at the top level (shared by every listener).
 fn is_listener_key(key: &str) -> bool {
-    let shared = LISTENER_KEYS.contains(&key) && !key.ends_with(".sasl.jaas.config");
+    let shared = LISTENER_KEYS.contains(&key) && !is_mechanism_key(key);
     shared
         || key
             .strip_prefix("listener.name.")
@@ -1423,7 +1450,7 @@ fn listener_setting<'a>(
 pub const PLAIN_JAAS_CONFIG: &str = "listener.name.sasl_plaintext.plain.sasl.jaas.config";
 
 const SASL_MECHANISMS_EXPECTED: &str =
-    "mechanisms Twinlog implements, comma-separated (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), for a SASL listener";
+    "mechanisms Twinlog implements, comma-separated (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), for a SASL listener";
 const JAAS_EXPECTED: &str = "a PlainLoginModule JAAS config with at least one user_<name>=\"<password>\" (the listener enables PLAIN)";
 
 /// The SASL of a SASL_PLAINTEXT or SASL_SSL listener: its `sasl.enabled.mechanisms`
@@ -1479,11 +1506,167 @@ fn sasl_config(
         .map(|(k, v)| int_in(&k, &v, NON_NEGATIVE_I64))
         .transpose()?
         .unwrap_or(0);
+    let mut reauth_ms_by_mechanism = BTreeMap::new();
+    for m in &mechanisms {
+        let key = format!("{}.connections.max.reauth.ms", m.to_ascii_lowercase());
+        if let Some((k, v)) = listener_setting(keys, listener, &key, false) {
+            reauth_ms_by_mechanism.insert(m.clone(), int_in(&k, &v, NON_NEGATIVE_I64)?);
+        }
+    }
+    let oauth = mechanisms
+        .iter()
+        .any(|m| m == "OAUTHBEARER")
+        .then(|| oauth_config(keys, listener).map(Arc::new))
+        .transpose()?;
     Ok(SaslConfig {
         mechanisms,
         plain_users,
         reauth_ms,
+        reauth_ms_by_mechanism,
+        oauth,
     })
+}
+
+const OAUTH_HANDLER_EXPECTED: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler (tokens checked against sasl.oauthbearer.jwks.endpoint.url), or for tests the unsecured validator's class";
+
+/// OAUTHBEARER's validation on a listener: Kafka's JWKS validator
+/// (`listener.name.<l>.oauthbearer.sasl.server.callback.handler.class` naming
+/// `OAuthBearerValidatorCallbackHandler`, or left out with a JWKS URL set) with the
+/// `sasl.oauthbearer.*` keys (at the top level, under `listener.name.<l>.`, or under
+/// `listener.name.<l>.oauthbearer.`), or the unsecured validator only when that class
+/// is named (Kafka falls back to it silently; Twinlog refuses to start instead).
+fn oauth_config(
+    keys: &BTreeMap<String, toml::Value>,
+    listener: &str,
+) -> Result<dataplane::net::oauth::OAuthConfig, ConfigError> {
+    use dataplane::net::oauth::{
+        JwksFile, OAuthConfig, OAuthValidator, JWKS_VALIDATOR_CLASS, UNSECURED_VALIDATOR_CLASS,
+    };
+    let setting = |key: &str| {
+        listener_setting(keys, listener, &format!("oauthbearer.{key}"), false)
+            .or_else(|| listener_setting(keys, listener, key, true))
+    };
+    let string = |key: &str| -> Result<Option<(String, String)>, ConfigError> {
+        setting(key)
+            .map(|(k, v)| Ok((k.clone(), v.string(&k, "a string")?.trim().to_owned())))
+            .transpose()
+    };
+    let prefix = format!("listener.name.{}.", listener.to_ascii_lowercase());
+    let handler = listener_setting(
+        keys,
+        listener,
+        "oauthbearer.sasl.server.callback.handler.class",
+        false,
+    )
+    .map(|(k, v)| Ok::<_, ConfigError>((k.clone(), v.string(&k, OAUTH_HANDLER_EXPECTED)?)))
+    .transpose()?;
+    let jwks_url = string("sasl.oauthbearer.jwks.endpoint.url")?;
+    // The JAAS config's options (the unsecured validator's are read from it).
+    let jaas_options = match listener_setting(keys, listener, "oauthbearer.sasl.jaas.config", false)
+    {
+        None => BTreeMap::new(),
+        Some((k, v)) => {
+            let text = v.string(&k, "an OAuthBearerLoginModule JAAS config")?;
+            let (module, options) =
+                dataplane::net::sasl::jaas_options(&text).map_err(|e| ConfigError::Invalid {
+                    key: k.clone(),
+                    message: e,
+                })?;
+            if !module.ends_with("OAuthBearerLoginModule") {
+                return Err(ConfigError::Invalid {
+                    key: k,
+                    message: format!("OAUTHBEARER needs the OAuthBearerLoginModule, not {module}"),
+                });
+            }
+            options
+        }
+    };
+    let validator = match (handler.as_ref().map(|(k, v)| (k, v.trim())), &jwks_url) {
+        (Some((_, class)), Some((k, url))) if class == JWKS_VALIDATOR_CLASS => {
+            OAuthValidator::Jwks(Arc::new(JwksFile::open(url).map_err(|message| {
+                ConfigError::Invalid {
+                    key: k.clone(),
+                    message,
+                }
+            })?))
+        }
+        (None, Some((k, url))) => OAuthValidator::Jwks(Arc::new(JwksFile::open(url).map_err(
+            |message| ConfigError::Invalid {
+                key: k.clone(),
+                message,
+            },
+        )?)),
+        (Some((_, class)), None) if class == UNSECURED_VALIDATOR_CLASS => {
+            OAuthValidator::Unsecured
+        }
+        (Some((k, class)), _) if class != JWKS_VALIDATOR_CLASS => {
+            return Err(ConfigError::Invalid {
+                key: k.clone(),
+                message: format!("`{class}` is not a validator Twinlog has: name {OAUTH_HANDLER_EXPECTED}"),
+            })
+        }
+        (Some((_, class)), Some(_)) => {
+            // The unsecured class beside a JWKS URL: ambiguous, refused.
+            return Err(ConfigError::Invalid {
+                key: format!("{prefix}oauthbearer.sasl.server.callback.handler.class"),
+                message: format!("`{class}` beside sasl.oauthbearer.jwks.endpoint.url: name the JWKS validator, or drop the URL for unsecured test tokens"),
+            });
+        }
+        _ => {
+            return Err(ConfigError::Invalid {
+                key: format!("{prefix}sasl.oauthbearer.jwks.endpoint.url"),
+                message: format!("listener {listener} enables OAUTHBEARER: set sasl.oauthbearer.jwks.endpoint.url (a file: URL of the identity provider's JWKS), or opt in to unsigned test tokens with {prefix}oauthbearer.sasl.server.callback.handler.class = {UNSECURED_VALIDATOR_CLASS}"),
+            })
+        }
+    };
+    let unsecured = validator == OAuthValidator::Unsecured;
+    let mut config = OAuthConfig::new(validator);
+    if unsecured {
+        if let Some(claim) = jaas_options.get("unsecuredValidatorPrincipalClaimName") {
+            config.principal_claim = claim.clone();
+        }
+        if let Some(claim) = jaas_options.get("unsecuredValidatorScopeClaimName") {
+            config.scope_claim = claim.clone();
+        }
+        if let Some(scopes) = jaas_options.get("unsecuredValidatorRequiredScope") {
+            config.required_scopes = scopes
+                .split([',', ' '])
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        if let Some(ms) = jaas_options.get("unsecuredValidatorAllowableClockSkewMs") {
+            let ms: u64 = ms.trim().parse().map_err(|_| ConfigError::Invalid {
+                key: format!("{prefix}oauthbearer.sasl.jaas.config"),
+                message: "unsecuredValidatorAllowableClockSkewMs is not a number of milliseconds"
+                    .into(),
+            })?;
+            config.clock_skew = std::time::Duration::from_millis(ms);
+        }
+    } else {
+        if let Some((_, claim)) = string("sasl.oauthbearer.sub.claim.name")? {
+            config.principal_claim = claim;
+        }
+        if let Some((_, claim)) = string("sasl.oauthbearer.scope.claim.name")? {
+            config.scope_claim = claim;
+        }
+        if let Some((_, audience)) = string("sasl.oauthbearer.expected.audience")? {
+            config.expected_audience = audience
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        config.expected_issuer = string("sasl.oauthbearer.expected.issuer")?
+            .map(|(_, i)| i)
+            .filter(|i| !i.is_empty());
+        if let Some((k, v)) = setting("sasl.oauthbearer.clock.skew.seconds") {
+            config.clock_skew =
+                std::time::Duration::from_secs(int_in(&k, &v, NON_NEGATIVE_I64)? as u64);
+        }
+    }
+    Ok(config)
 }
 
 /// The inter-broker listener's security as a client of it: Kafka's client keys read
@@ -1499,7 +1682,7 @@ fn inter_broker_security(
     use dataplane::net::SecurityProtocol;
     const MECHANISM_KEY: &str = "sasl.mechanism.inter.broker.protocol";
     const MECHANISM_EXPECTED: &str =
-        "a mechanism the inter-broker listener enables: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512";
+        "a mechanism the inter-broker listener enables: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER";
     let mut client = BTreeMap::new();
     client.insert("security.protocol".to_owned(), protocol.name().to_owned());
     if protocol.uses_tls() {
@@ -1552,6 +1735,20 @@ fn inter_broker_security(
                 message: format!("the broker logs in to the inter-broker listener {listener} with {mechanism}: give this JAAS config username and password"),
             }
         })?;
+        if mechanism == "OAUTHBEARER" {
+            // The broker's own token (Kafka's listener-prefixed login setting).
+            if let Some((k, v)) = listener_setting(
+                keys,
+                listener,
+                "oauthbearer.sasl.oauthbearer.token.endpoint.url",
+                false,
+            ) {
+                client.insert(
+                    "sasl.oauthbearer.token.endpoint.url".to_owned(),
+                    v.string(&k, "a file: URL")?,
+                );
+            }
+        }
         client.insert("sasl.mechanism".to_owned(), mechanism);
         client.insert(
             "sasl.jaas.config".to_owned(),
@@ -1895,6 +2092,77 @@ mod tests {
         ));
         assert_eq!((c.listeners.len(), c.inter_broker), (2, 0));
         assert_eq!(c.listen, addr("127.0.0.1:19091"));
+    }
+
+    #[test]
+    fn an_oauthbearer_listener_needs_a_jwks_or_the_unsecured_validator_named() {
+        let base = "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"OAUTHBEARER\"\n";
+        let invalid_key = |e: ConfigError| match e {
+            ConfigError::Invalid { key, message } => (key, message),
+            other => panic!("{other}"),
+        };
+        // Kafka would fall back to unsigned tokens; Twinlog asks.
+        let (key, message) = invalid_key(parse_err(base));
+        assert_eq!(
+            key,
+            "listener.name.sasl_plaintext.sasl.oauthbearer.jwks.endpoint.url"
+        );
+        assert!(
+            message.contains("OAuthBearerUnsecuredValidatorCallbackHandler"),
+            "{message}"
+        );
+        let unsecured = format!(
+            "{base}\"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class\" = \"{}\"\n\"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config\" = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredValidatorRequiredScope=\"kafka\";'\n\"listener.name.sasl_plaintext.oauthbearer.connections.max.reauth.ms\" = 60000\n",
+            dataplane::net::oauth::UNSECURED_VALIDATOR_CLASS
+        );
+        let sasl = parse(&unsecured).listeners[0].sasl.clone().expect("sasl");
+        let oauth = sasl.oauth.clone().expect("oauth");
+        assert_eq!(
+            oauth.validator,
+            dataplane::net::oauth::OAuthValidator::Unsecured
+        );
+        assert_eq!(oauth.required_scopes, ["kafka"]);
+        assert_eq!(sasl.reauth_ms_by_mechanism["OAUTHBEARER"], 60_000);
+        // A JWKS file, with Kafka's top-level keys.
+        let dir = tempfile::tempdir().expect("dir");
+        let jwks = dir.path().join("jwks.json");
+        std::fs::write(
+            &jwks,
+            r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU","y":"x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"}]}"#,
+        )
+        .expect("jwks");
+        let c = parse(&format!(
+            "{base}\"sasl.oauthbearer.jwks.endpoint.url\" = \"file://{}\"\n\"sasl.oauthbearer.expected.audience\" = \"kafka, other\"\n\"sasl.oauthbearer.expected.issuer\" = \"https://idp\"\n",
+            jwks.display()
+        ));
+        let oauth = c.listeners[0]
+            .sasl
+            .clone()
+            .expect("sasl")
+            .oauth
+            .clone()
+            .expect("oauth");
+        assert!(matches!(
+            oauth.validator,
+            dataplane::net::oauth::OAuthValidator::Jwks(_)
+        ));
+        assert_eq!(oauth.expected_audience, ["kafka", "other"]);
+        assert_eq!(oauth.expected_issuer.as_deref(), Some("https://idp"));
+        // An https endpoint, a missing file, or a validator Twinlog lacks: refused.
+        for extra in [
+            "\"sasl.oauthbearer.jwks.endpoint.url\" = \"https://idp/keys\"".to_owned(),
+            "\"sasl.oauthbearer.jwks.endpoint.url\" = \"file:///nonexistent/jwks.json\"".to_owned(),
+            "\"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class\" = \"com.example.Custom\"".to_owned(),
+        ] {
+            let (_, message) = invalid_key(parse_err(&format!("{base}{extra}\n")));
+            assert!(!message.is_empty());
+        }
+        // A mechanism's keys are per listener only.
+        assert!(!is_listener_key("oauthbearer.connections.max.reauth.ms"));
+        assert!(is_listener_key(
+            "listener.name.x.oauthbearer.connections.max.reauth.ms"
+        ));
+        assert!(is_listener_key("sasl.oauthbearer.jwks.endpoint.url"));
     }
 
     /// A PEM file with a self-signed key pair for `localhost`.

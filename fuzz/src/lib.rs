@@ -161,9 +161,16 @@ pub fn sasl_exchange(data: &[u8]) {
             "PLAIN".into(),
             "SCRAM-SHA-256".into(),
             "SCRAM-SHA-512".into(),
+            "OAUTHBEARER".into(),
         ],
         plain_users: users.clone(),
         reauth_ms: 60_000,
+        reauth_ms_by_mechanism: [("OAUTHBEARER".to_string(), 1_000)].into_iter().collect(),
+        oauth: Some(std::sync::Arc::new(
+            dataplane::net::oauth::OAuthConfig::new(
+                dataplane::net::oauth::OAuthValidator::Unsecured,
+            ),
+        )),
     }));
     let mut rest = data;
     while let [op, hi, lo, tail @ ..] = rest {

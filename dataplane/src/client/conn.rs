@@ -240,6 +240,29 @@ impl KafkaConnection {
                 let r = self.send(&step(token), version).await?;
                 check(&r)
             }
+            SaslMechanism::OAuthBearer => {
+                let token = login
+                    .oauth
+                    .as_ref()
+                    .ok_or_else(|| refused("OAUTHBEARER without a token source".into()))?
+                    .token()
+                    .map_err(&refused)?;
+                let first = crate::net::oauth::initial_response(&token);
+                let r = self.send(&step(first), version).await?;
+                check(&r)?;
+                if r.auth_bytes.is_empty() {
+                    return Ok(());
+                }
+                // The broker's challenge (RFC 7628): acknowledge it and take the
+                // failure that follows.
+                let challenge = String::from_utf8_lossy(&r.auth_bytes).into_owned();
+                let ack = step(crate::net::oauth::CHALLENGE_ACK.to_vec());
+                let r = self.send(&ack, version).await?;
+                check(&r)?;
+                Err(refused(format!(
+                    "the broker refused the token: {challenge}"
+                )))
+            }
             SaslMechanism::Scram(m) => {
                 let nonce = uuid::Uuid::new_v4().simple().to_string();
                 let mut client = crate::net::scram::ScramClient::new(

@@ -1,8 +1,11 @@
 //! How Twinlog's own client authenticates to a broker it dials (a mirror's source):
 //! Kafka's client keys `security.protocol`, `ssl.truststore.*`, `ssl.keystore.*`,
 //! `ssl.endpoint.identification.algorithm`, `sasl.mechanism` and `sasl.jaas.config`
-//! (PlainLoginModule or ScramLoginModule with `username` and `password`), read from a
-//! mirror's configs by [`ClientSecurity::from_configs`].
+//! (PlainLoginModule or ScramLoginModule with `username` and `password`;
+//! OAuthBearerLoginModule with a token from the file of
+//! `sasl.oauthbearer.token.endpoint.url`, or Kafka's unsecured
+//! `unsecuredLoginStringClaim_sub` test tokens), read from a mirror's configs by
+//! [`ClientSecurity::from_configs`].
 //!
 //! [`ClientSecurity`] holds the settings, not the loaded keys, so two configs compare
 //! equal exactly when they say the same (a changed password restarts the fetchers). Its
@@ -19,8 +22,45 @@ use crate::net::tls::Pem;
 #[derive(Clone, PartialEq, Eq)]
 pub struct SaslLogin {
     pub mechanism: SaslMechanism,
+    /// PLAIN's and SCRAM's user; OAUTHBEARER's unsecured principal, if any.
     pub username: String,
     pub password: String,
+    /// Where OAUTHBEARER's token comes from.
+    pub oauth: Option<OAuthLogin>,
+}
+
+/// How an OAUTHBEARER client gets its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OAuthLogin {
+    /// A JWT the identity provider issued, in this file (Kafka's
+    /// `sasl.oauthbearer.token.endpoint.url=file:...`), read at every login so that a
+    /// refreshed token is picked up.
+    TokenFile(std::path::PathBuf),
+    /// An unsigned token for this principal, valid this long (Kafka's
+    /// `unsecuredLoginStringClaim_sub` and `unsecuredLoginLifetimeSeconds`).
+    Unsecured {
+        principal: String,
+        lifetime: std::time::Duration,
+    },
+}
+
+impl OAuthLogin {
+    /// The token to send now.
+    pub fn token(&self) -> Result<String, String> {
+        match self {
+            OAuthLogin::TokenFile(path) => std::fs::read_to_string(path)
+                .map(|t| t.trim().to_owned())
+                .map_err(|e| format!("reading the OAUTHBEARER token {}: {e}", path.display())),
+            OAuthLogin::Unsecured {
+                principal,
+                lifetime,
+            } => Ok(crate::net::oauth::unsecured_token(
+                principal,
+                std::time::SystemTime::now(),
+                *lifetime,
+            )),
+        }
+    }
 }
 
 impl std::fmt::Debug for SaslLogin {
@@ -29,6 +69,7 @@ impl std::fmt::Debug for SaslLogin {
             .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"[hidden]")
+            .field("oauth", &self.oauth)
             .finish()
     }
 }
@@ -38,6 +79,7 @@ impl std::fmt::Debug for SaslLogin {
 pub enum SaslMechanism {
     Plain,
     Scram(ScramMechanism),
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -45,6 +87,7 @@ impl SaslMechanism {
         match self {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::Scram(m) => m.name(),
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }
@@ -103,6 +146,7 @@ pub const SECURITY_KEYS: &[&str] = &[
     "security.protocol",
     "sasl.mechanism",
     "sasl.jaas.config",
+    "sasl.oauthbearer.token.endpoint.url",
     "ssl.truststore.type",
     "ssl.truststore.location",
     "ssl.truststore.certificates",
@@ -112,6 +156,48 @@ pub const SECURITY_KEYS: &[&str] = &[
     "ssl.keystore.certificate.chain",
     "ssl.endpoint.identification.algorithm",
 ];
+
+/// OAUTHBEARER's login: a token file (`sasl.oauthbearer.token.endpoint.url` as a
+/// `file:` URL), or the JAAS config's unsecured `unsecuredLoginStringClaim_sub`.
+fn oauth_login(
+    token_url: Option<&str>,
+    options: &BTreeMap<String, String>,
+) -> Result<SaslLogin, String> {
+    let login = |oauth: OAuthLogin, username: String| SaslLogin {
+        mechanism: SaslMechanism::OAuthBearer,
+        username,
+        password: String::new(),
+        oauth: Some(oauth),
+    };
+    if let Some(url) = token_url {
+        let path = url.strip_prefix("file:").ok_or_else(|| {
+            format!("sasl.oauthbearer.token.endpoint.url: `{url}` is not a file: URL (Twinlog reads a token an identity provider issued from a file; it has no HTTP client for the client-credentials grant)")
+        })?;
+        let path = path.strip_prefix("//").unwrap_or(path);
+        if !path.starts_with('/') {
+            return Err(format!(
+                "sasl.oauthbearer.token.endpoint.url: `{url}` needs an absolute path"
+            ));
+        }
+        return Ok(login(OAuthLogin::TokenFile(path.into()), String::new()));
+    }
+    let principal = options.get("unsecuredLoginStringClaim_sub").ok_or(
+        "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url (a file: URL holding the token) or, for unsigned test tokens, unsecuredLoginStringClaim_sub in sasl.jaas.config",
+    )?;
+    let lifetime = match options.get("unsecuredLoginLifetimeSeconds") {
+        None => 3600,
+        Some(s) => s.trim().parse::<u64>().map_err(|_| {
+            "sasl.jaas.config: unsecuredLoginLifetimeSeconds is not a number of seconds".to_string()
+        })?,
+    };
+    Ok(login(
+        OAuthLogin::Unsecured {
+            principal: principal.clone(),
+            lifetime: std::time::Duration::from_secs(lifetime),
+        },
+        principal.clone(),
+    ))
+}
 
 impl ClientSecurity {
     /// The security settings of a set of client configs. `Err` says which key is wrong.
@@ -176,11 +262,12 @@ impl ClientSecurity {
         let sasl = if protocol.uses_sasl() {
             let mechanism = match get("sasl.mechanism").unwrap_or("GSSAPI") {
                 "PLAIN" => SaslMechanism::Plain,
+                "OAUTHBEARER" => SaslMechanism::OAuthBearer,
                 m => match ScramMechanism::from_name(m) {
                     Some(s) => SaslMechanism::Scram(s),
                     None => {
                         return Err(format!(
-                            "sasl.mechanism: `{m}` is not supported (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)"
+                            "sasl.mechanism: `{m}` is not supported (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)"
                         ))
                     }
                 },
@@ -192,6 +279,7 @@ impl ClientSecurity {
             let expected = match mechanism {
                 SaslMechanism::Plain => "PlainLoginModule",
                 SaslMechanism::Scram(_) => "ScramLoginModule",
+                SaslMechanism::OAuthBearer => "OAuthBearerLoginModule",
             };
             if !module.ends_with(expected) {
                 return Err(format!(
@@ -205,11 +293,19 @@ impl ClientSecurity {
                     .cloned()
                     .ok_or_else(|| format!("sasl.jaas.config: no {name}=\"...\""))
             };
-            Some(SaslLogin {
-                mechanism,
-                username: option("username")?,
-                password: option("password")?,
-            })
+            if mechanism == SaslMechanism::OAuthBearer {
+                Some(oauth_login(
+                    get("sasl.oauthbearer.token.endpoint.url"),
+                    &options,
+                )?)
+            } else {
+                Some(SaslLogin {
+                    mechanism,
+                    username: option("username")?,
+                    password: option("password")?,
+                    oauth: None,
+                })
+            }
         } else {
             None
         };

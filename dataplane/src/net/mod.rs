@@ -23,6 +23,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 mod frame;
 pub mod listener;
+pub mod oauth;
 pub mod sasl;
 pub mod scram;
 pub mod tls;

@@ -3,8 +3,9 @@
 //! (v1) naming a mechanism this listener enables, then SaslAuthenticate with the
 //! mechanism's tokens; only once authenticated does it reach the other APIs. Anything
 //! else before that closes the connection, as Kafka does. Mechanisms: PLAIN (RFC 4616)
-//! against the users of the listener's JAAS config, and SCRAM-SHA-256 / SCRAM-SHA-512
-//! ([`super::scram`]) against the credentials AlterUserScramCredentials stored.
+//! against the users of the listener's JAAS config, SCRAM-SHA-256 / SCRAM-SHA-512
+//! ([`super::scram`]) against the credentials AlterUserScramCredentials stored, and
+//! OAUTHBEARER ([`super::oauth`]) against a JWKS.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
 
+use super::oauth::OAuthConfig;
 use super::scram::{ScramCredential, ScramMechanism, ScramServer};
 
 /// What a SASL listener accepts.
@@ -27,6 +29,11 @@ pub struct SaslConfig {
     /// `connections.max.reauth.ms`: how long a session lasts before the client must
     /// re-authenticate (KIP-368); 0 for never.
     pub reauth_ms: i64,
+    /// `listener.name.<l>.<mechanism>.connections.max.reauth.ms`: a mechanism's own
+    /// limit, over `reauth_ms` (keys upper case).
+    pub reauth_ms_by_mechanism: BTreeMap<String, i64>,
+    /// OAUTHBEARER's validation, when the listener enables it.
+    pub oauth: Option<Arc<OAuthConfig>>,
 }
 
 /// The largest frame a connection may send before it has authenticated (Kafka's
@@ -34,7 +41,8 @@ pub struct SaslConfig {
 pub const MAX_RECEIVE_BYTES: usize = 524_288;
 
 /// Mechanisms Twinlog implements.
-pub const SUPPORTED_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const SUPPORTED_MECHANISMS: &[&str] =
+    &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
 
 /// Finds a user's SCRAM credential for a mechanism (the metadata image's).
 pub type ScramLookup<'a> = &'a dyn Fn(&str, ScramMechanism) -> Option<ScramCredential>;
@@ -54,6 +62,9 @@ enum State {
     Authenticate { mechanism: String, raw: bool },
     /// Between SCRAM's two rounds.
     Scram { exchange: ScramServer, raw: bool },
+    /// OAUTHBEARER sent its invalid-token challenge; the client's %x01 is answered
+    /// with the failure.
+    OAuthRefused { raw: bool },
     /// Authenticated as this user.
     Done(String),
 }
@@ -68,6 +79,9 @@ pub struct SaslSession {
     renewing: Option<(String, String)>,
     /// The mechanism of the handshake, kept for a later re-authentication.
     mechanism: Option<String>,
+    /// When the credential the session authenticated with expires (an OAUTHBEARER
+    /// token's `exp`): the session ends then at the latest.
+    credential_expires: Option<std::time::SystemTime>,
 }
 
 /// What the connection does after a SASL request was answered.
@@ -86,6 +100,7 @@ impl SaslSession {
             state: State::Handshake,
             renewing: None,
             mechanism: None,
+            credential_expires: None,
         }
     }
 
@@ -100,6 +115,7 @@ impl SaslSession {
             state: State::Handshake,
             renewing: Some((user, mechanism)),
             mechanism: None,
+            credential_expires: None,
         })
     }
 
@@ -108,12 +124,29 @@ impl SaslSession {
         self.renewing.is_some()
     }
 
-    /// How long a session lasts (`connections.max.reauth.ms`), if it expires.
+    /// How long a session lasts from now, if it expires: the mechanism's
+    /// `connections.max.reauth.ms`, and at most until its credential expires (Kafka's
+    /// rule; never zero, which would tell the client "never").
     pub fn lifetime(&self) -> Option<std::time::Duration> {
-        u64::try_from(self.config.reauth_ms)
+        let reauth_ms = self
+            .mechanism
+            .as_ref()
+            .and_then(|m| self.config.reauth_ms_by_mechanism.get(m))
+            .copied()
+            .unwrap_or(self.config.reauth_ms);
+        let reauth = u64::try_from(reauth_ms)
             .ok()
             .filter(|ms| *ms > 0)
-            .map(std::time::Duration::from_millis)
+            .map(std::time::Duration::from_millis);
+        let credential = self.credential_expires.map(|at| {
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or_default()
+        });
+        let lifetime = match (reauth, credential) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        lifetime.map(|l| l.max(std::time::Duration::from_millis(1)))
     }
 
     /// The authenticated user, once there is one.
@@ -128,7 +161,9 @@ impl SaslSession {
     pub fn expects_raw_token(&self) -> bool {
         matches!(
             self.state,
-            State::Authenticate { raw: true, .. } | State::Scram { raw: true, .. }
+            State::Authenticate { raw: true, .. }
+                | State::Scram { raw: true, .. }
+                | State::OAuthRefused { raw: true }
         )
     }
 
@@ -240,6 +275,13 @@ impl SaslSession {
                 Err(why) => refuse(ResponseError::SaslAuthenticationFailed, &why),
             };
         }
+        if let State::OAuthRefused { .. } = &self.state {
+            // Whatever the client sends now (RFC 7628 wants a lone %x01), it failed.
+            return refuse(
+                ResponseError::SaslAuthenticationFailed,
+                "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER",
+            );
+        }
         let State::Authenticate { mechanism, raw } = &self.state else {
             return refuse(
                 ResponseError::IllegalSaslState,
@@ -263,6 +305,26 @@ impl SaslSession {
             };
         }
         match mechanism.as_str() {
+            "OAUTHBEARER" => {
+                let raw = *raw;
+                match self.oauth_user(&request.auth_bytes) {
+                    Ok((user, expires)) => {
+                        self.state = State::Done(user);
+                        self.credential_expires = Some(expires);
+                        (SaslAuthenticateResponse::default(), Next::Continue)
+                    }
+                    Err(why) => {
+                        tracing::info!(reason = %why, "OAUTHBEARER token refused");
+                        self.state = State::OAuthRefused { raw };
+                        (
+                            SaslAuthenticateResponse::default().with_auth_bytes(
+                                bytes::Bytes::from_static(super::oauth::INVALID_TOKEN_CHALLENGE),
+                            ),
+                            Next::Continue,
+                        )
+                    }
+                }
+            }
             "PLAIN" => match plain_user(&request.auth_bytes, &self.config.plain_users) {
                 Ok(user) => {
                     self.state = State::Done(user);
@@ -278,6 +340,26 @@ impl SaslSession {
                 &format!("mechanism {other} is not implemented"),
             ),
         }
+    }
+}
+
+impl SaslSession {
+    /// OAUTHBEARER's one message: the token's principal and expiry, or why not.
+    fn oauth_user(&self, message: &[u8]) -> Result<(String, std::time::SystemTime), String> {
+        let oauth = self
+            .config
+            .oauth
+            .as_ref()
+            .ok_or("OAUTHBEARER has no validator on this listener")?;
+        let (authzid, token) = super::oauth::client_message(message)?;
+        let t = oauth.validate(&token, std::time::SystemTime::now())?;
+        if authzid.as_ref().is_some_and(|a| *a != t.principal) {
+            return Err(format!(
+                "the authorization id is not the token's principal {}",
+                t.principal
+            ));
+        }
+        Ok((t.principal, t.expires))
     }
 }
 
@@ -377,7 +459,59 @@ mod tests {
             .into_iter()
             .collect(),
             reauth_ms: 0,
+            ..SaslConfig::default()
         }))
+    }
+
+    #[test]
+    fn oauthbearer_tokens_authenticate_or_get_the_invalid_token_challenge_then_fail() {
+        use super::super::oauth::{
+            initial_response, unsecured_token, OAuthConfig, OAuthValidator, CHALLENGE_ACK,
+            INVALID_TOKEN_CHALLENGE,
+        };
+        use std::time::{Duration, SystemTime};
+        let config = Arc::new(SaslConfig {
+            mechanisms: vec!["OAUTHBEARER".into(), "PLAIN".into()],
+            reauth_ms: 3_600_000,
+            reauth_ms_by_mechanism: [("PLAIN".to_string(), 5_000)].into_iter().collect(),
+            oauth: Some(Arc::new(OAuthConfig::new(OAuthValidator::Unsecured))),
+            ..SaslConfig::default()
+        });
+        let token = unsecured_token("bob", SystemTime::now(), Duration::from_secs(60));
+        let mut s = SaslSession::new(Arc::clone(&config));
+        assert_eq!(handshake(&mut s, "OAUTHBEARER"), (0, Next::Continue));
+        assert_eq!(
+            authenticate(&mut s, &initial_response(&token)),
+            (0, Next::Continue)
+        );
+        assert_eq!(s.principal(), Some("bob"));
+        // The token's expiry, not the hour of connections.max.reauth.ms, ends it.
+        let lifetime = s.lifetime().expect("expires");
+        assert!(lifetime <= Duration::from_secs(60), "{lifetime:?}");
+        assert!(lifetime > Duration::from_secs(50), "{lifetime:?}");
+        // PLAIN's own limit wins over the listener's.
+        let mut p = SaslSession::new(Arc::clone(&config));
+        handshake(&mut p, "PLAIN");
+        let (code, _) = authenticate(&mut p, b"\0x\0y");
+        assert_ne!(code, 0, "PLAIN has no users here");
+        p.mechanism = Some("PLAIN".into());
+        assert_eq!(p.lifetime(), Some(Duration::from_secs(5)));
+        // A bad token: the challenge without an error, then the failure.
+        let mut s = SaslSession::new(Arc::clone(&config));
+        handshake(&mut s, "OAUTHBEARER");
+        let (r, next) = s.authenticate(
+            &SaslAuthenticateRequest::default()
+                .with_auth_bytes(bytes::Bytes::from(initial_response("not.a.token"))),
+            &no_scram_users,
+        );
+        assert_eq!((r.error_code, next), (0, Next::Continue));
+        assert_eq!(&r.auth_bytes[..], INVALID_TOKEN_CHALLENGE);
+        assert_eq!(s.principal(), None);
+        assert_eq!(
+            authenticate(&mut s, CHALLENGE_ACK),
+            (ResponseError::SaslAuthenticationFailed.code(), Next::Close)
+        );
+        assert_eq!(s.principal(), None);
     }
 
     fn handshake(s: &mut SaslSession, mechanism: &str) -> (i16, Next) {
