@@ -206,7 +206,7 @@ case "$cmd" in
     tool)
         class="$(tool_class "${1:?usage: kafka.sh tool NAME ARGS...}")"
         shift
-        exec "$JAVA" "${TOOL_OPTS[@]}" -cp "$(classpath)" "$class" "$@"
+        exec "$JAVA" "${TOOL_OPTS[@]}" ${KAFKA_JAVA_OPTS:-} -cp "$(classpath)" "$class" "$@"
         ;;
     java)
         exec "$JAVA" "${TOOL_OPTS[@]}" ${KAFKA_JAVA_OPTS:-} -cp "$(classpath)" "$@"

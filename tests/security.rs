@@ -231,25 +231,38 @@ fn exchange(stream: &mut std::net::TcpStream, frame: &[u8]) -> Option<Vec<u8>> {
 /// SaslHandshake v1 (PLAIN) and SaslAuthenticate v1 as `user`: the SaslAuthenticate
 /// error code and session lifetime.
 fn plain_login(stream: &mut std::net::TcpStream, user: &str, password: &str) -> (i16, i64) {
-    use support::request_frame_v1;
-    let mut body = 5i16.to_be_bytes().to_vec();
-    body.extend_from_slice(b"PLAIN");
-    let handshake = exchange(stream, &request_frame_v1(17, 1, 1, &body)).expect("SaslHandshake");
+    sasl_handshake(stream, "PLAIN");
+    let (error, _, lifetime) =
+        sasl_authenticate(stream, format!("\0{user}\0{password}").as_bytes());
+    (error, lifetime)
+}
+
+/// SaslHandshake v1 for `mechanism`, which must be enabled.
+fn sasl_handshake(stream: &mut std::net::TcpStream, mechanism: &str) {
+    let mut body = (mechanism.len() as i16).to_be_bytes().to_vec();
+    body.extend_from_slice(mechanism.as_bytes());
+    let handshake =
+        exchange(stream, &support::request_frame_v1(17, 1, 1, &body)).expect("SaslHandshake");
     assert_eq!(&handshake[..2], &[0, 0], "SaslHandshake error");
-    let token = format!("\0{user}\0{password}");
+}
+
+/// One SaslAuthenticate v1: its error code (-1: the connection closed), auth bytes and
+/// session lifetime.
+fn sasl_authenticate(stream: &mut std::net::TcpStream, token: &[u8]) -> (i16, Vec<u8>, i64) {
     let mut body = (token.len() as i32).to_be_bytes().to_vec();
-    body.extend_from_slice(token.as_bytes());
-    let Some(r) = exchange(stream, &request_frame_v1(36, 1, 2, &body)) else {
-        return (-1, 0);
+    body.extend_from_slice(token);
+    let Some(r) = exchange(stream, &support::request_frame_v1(36, 1, 2, &body)) else {
+        return (-1, Vec::new(), 0);
     };
     let error = i16::from_be_bytes([r[0], r[1]]);
     // error_message (nullable string), auth_bytes, session_lifetime_ms.
     let message = i16::from_be_bytes([r[2], r[3]]).max(0) as usize;
     let at = 4 + message;
     let auth = i32::from_be_bytes(r[at..at + 4].try_into().expect("4 bytes")).max(0) as usize;
+    let bytes = r[at + 4..at + 4 + auth].to_vec();
     let at = at + 4 + auth;
     let lifetime = i64::from_be_bytes(r[at..at + 8].try_into().expect("8 bytes"));
-    (error, lifetime)
+    (error, bytes, lifetime)
 }
 
 #[test]
@@ -1791,5 +1804,307 @@ fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_li
             "a broker's own login was refused:\n{}",
             n.log_tail(40)
         );
+    }
+}
+
+/// A test identity provider: an ES256 key, its JWK, and the JWTs it signs.
+struct TestIdp {
+    pair: ring::signature::EcdsaKeyPair,
+    kid: String,
+}
+
+fn b64url(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs()
+}
+
+impl TestIdp {
+    fn new(kid: &str) -> TestIdp {
+        use ring::signature::{EcdsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 =
+            EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).expect("key");
+        let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+            .expect("key pair");
+        TestIdp {
+            pair,
+            kid: kid.to_owned(),
+        }
+    }
+
+    fn jwk(&self) -> String {
+        use ring::signature::KeyPair;
+        let point = self.pair.public_key().as_ref();
+        format!(
+            r#"{{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"{}","x":"{}","y":"{}"}}"#,
+            self.kid,
+            b64url(&point[1..33]),
+            b64url(&point[33..65])
+        )
+    }
+
+    /// A token for `sub` with audience `aud`, expiring `ttl` seconds from now
+    /// (negative: in the past).
+    fn token(&self, sub: &str, aud: &str, ttl: i64) -> String {
+        let now = unix_now();
+        let header = format!(r#"{{"alg":"ES256","typ":"JWT","kid":"{}"}}"#, self.kid);
+        let claims = format!(
+            r#"{{"sub":"{sub}","aud":"{aud}","iss":"https://idp.test","iat":{now},"exp":{}}}"#,
+            now as i64 + ttl
+        );
+        let signing_input = format!(
+            "{}.{}",
+            b64url(header.as_bytes()),
+            b64url(claims.as_bytes())
+        );
+        let signature = self
+            .pair
+            .sign(&ring::rand::SystemRandom::new(), signing_input.as_bytes())
+            .expect("sign");
+        format!("{signing_input}.{}", b64url(signature.as_ref()))
+    }
+}
+
+fn write_jwks(path: &std::path::Path, idps: &[&TestIdp]) {
+    let keys: Vec<String> = idps.iter().map(|i| i.jwk()).collect();
+    std::fs::write(path, format!(r#"{{"keys":[{}]}}"#, keys.join(","))).expect("jwks");
+}
+
+/// OAUTHBEARER's first message for `token`, then (on the invalid-token challenge) the
+/// %x01: the final error code, the challenge (empty when accepted) and the lifetime.
+fn oauth_login(port: u16, token: &str) -> (i16, String, i64) {
+    let mut stream = tcp_to(port);
+    sasl_handshake(&mut stream, "OAUTHBEARER");
+    let first = format!("n,,\u{1}auth=Bearer {token}\u{1}\u{1}");
+    let (error, challenge, lifetime) = sasl_authenticate(&mut stream, first.as_bytes());
+    let challenge = String::from_utf8_lossy(&challenge).into_owned();
+    if error != 0 || challenge.is_empty() {
+        return (error, challenge, lifetime);
+    }
+    let (error, _, _) = sasl_authenticate(&mut stream, &[1]);
+    (error, challenge, lifetime)
+}
+
+/// A broker with two OAUTHBEARER listeners — OAUTH checks tokens against a JWKS file
+/// (audience `kafka`), UNSECURED takes unsigned test tokens (named opt-in) — and the
+/// harness's PLAINTEXT one; the authorizer lets alice, bob and the PLAINTEXT clients do
+/// anything and everyone else nothing. Tokens of the JWKS's key authenticate
+/// confluent-kafka (oauth_cb), Kafka's Java tools (a token file) and a mirror; an
+/// expired, foreign-audience or unknown-key token gets the invalid-token challenge and
+/// SASL_AUTHENTICATION_FAILED; the principal is the token's `sub`; the session ends with
+/// the token; a rotated JWKS is picked up without a restart.
+#[test]
+fn oauthbearer_tokens_checked_against_a_jwks_serve_clients_java_tools_kcat_and_a_mirror() {
+    let py = venv_python();
+    if skip_if(
+        missing_python_modules(&py, &["confluent_kafka"])
+            .or_else(|| missing_program("kcat"))
+            .or_else(support::kafka::missing_kafka),
+        "OAUTHBEARER",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let jwks = dir.path().join("jwks.json");
+    let idp = TestIdp::new("k1");
+    write_jwks(&jwks, &[&idp]);
+    let token_file = |name: &str, token: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, token).expect("token file");
+        path.display().to_string()
+    };
+    let alice = token_file("alice.jwt", &idp.token("alice", "kafka", 3600));
+    let mallory = token_file("mallory.jwt", &idp.token("mallory", "kafka", 3600));
+    let (oauth_port, unsecured_port) = (support::free_port(), support::free_port());
+    let broker = Broker::start(&format!(
+        r#""listeners" = "PLAINTEXT://127.0.0.1:0,OAUTH://127.0.0.1:{oauth_port},UNSECURED://127.0.0.1:{unsecured_port}"
+"listener.security.protocol.map" = "PLAINTEXT:PLAINTEXT,OAUTH:SASL_PLAINTEXT,UNSECURED:SASL_PLAINTEXT"
+"inter.broker.listener.name" = "PLAINTEXT"
+"listener.name.oauth.sasl.enabled.mechanisms" = "OAUTHBEARER"
+"listener.name.oauth.oauthbearer.sasl.jaas.config" = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+"listener.name.oauth.oauthbearer.sasl.server.callback.handler.class" = "{}"
+"listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url" = "file://{}"
+"listener.name.oauth.sasl.oauthbearer.expected.audience" = "kafka"
+"listener.name.oauth.sasl.oauthbearer.expected.issuer" = "https://idp.test"
+"listener.name.unsecured.sasl.enabled.mechanisms" = "OAUTHBEARER"
+"listener.name.unsecured.oauthbearer.sasl.server.callback.handler.class" = "{}"
+"authorizer.class.name" = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+"super.users" = "User:alice;User:bob;User:ANONYMOUS"
+"offsets.topic.num.partitions" = 2
+"group.initial.rebalance.delay.ms" = 0
+"#,
+        dataplane::net::oauth::JWKS_VALIDATOR_CLASS,
+        jwks.display(),
+        dataplane::net::oauth::UNSECURED_VALIDATOR_CLASS,
+    ));
+    let at = |port: u16| format!("127.0.0.1:{port}");
+    mirror_support::create_topic(&broker.bootstrap(), "oauth", 2);
+
+    // confluent-kafka as alice, and as mallory (authenticated, not authorized).
+    let client = |mode: &str, token: &str| {
+        run_python(
+            &py,
+            "sasl_clients.py",
+            &[
+                mode,
+                "--bootstrap",
+                &at(oauth_port),
+                "--topic",
+                "oauth",
+                "--token-file",
+                token,
+                "--count",
+                "100",
+            ],
+            Duration::from_secs(90),
+        )
+    };
+    assert_success(&client("oauth", &alice), &broker);
+    assert_success(&client("oauth-denied", &mallory), &broker);
+
+    // Refused tokens, raw: the challenge, then SASL_AUTHENTICATION_FAILED.
+    let refused = |token: &str, what: &str| {
+        let (error, challenge, _) = oauth_login(oauth_port, token);
+        assert_eq!(error, 58, "{what}: SASL_AUTHENTICATION_FAILED");
+        assert_eq!(challenge, r#"{"status":"invalid_token"}"#, "{what}");
+    };
+    refused(&idp.token("alice", "kafka", -120), "expired");
+    refused(&idp.token("alice", "elsewhere", 600), "another audience");
+    refused(
+        &TestIdp::new("k9").token("alice", "kafka", 600),
+        "unknown key",
+    );
+    refused(
+        &TestIdp::new("k1").token("alice", "kafka", 600),
+        "forged under k1",
+    );
+    refused("e30.e30.", "unsigned on the JWKS listener");
+    // The session ends with the token.
+    let (error, challenge, lifetime) = oauth_login(oauth_port, &idp.token("alice", "kafka", 120));
+    assert_eq!((error, challenge.as_str()), (0, ""));
+    assert!(
+        (100_000..=120_000).contains(&lifetime),
+        "the session lifetime follows the token's exp: {lifetime} ms"
+    );
+
+    // Kafka's Java tools: OAuthBearerLoginCallbackHandler with a token file.
+    let props = dir.path().join("oauth.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\nsasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\nsasl.oauthbearer.token.endpoint.url=file://{alice}\nsasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n"
+        ),
+    )
+    .expect("properties");
+    let out = support::kafka::run_tool_with_jvm(
+        "kafka-topics",
+        &[
+            "--bootstrap-server",
+            &at(oauth_port),
+            "--command-config",
+            &props.display().to_string(),
+            "--list",
+        ],
+        &format!("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://{alice}"),
+        None,
+        Duration::from_secs(90),
+    );
+    support::kafka::expect_ok(&out, "kafka-topics --list over OAUTHBEARER");
+    assert!(
+        out.stdout.lines().any(|l| l.trim() == "oauth"),
+        "{}",
+        out.stdout
+    );
+
+    // kcat's unsigned tokens: taken by the opted-in listener, refused by the JWKS one.
+    let unsecured = [
+        "security.protocol=SASL_PLAINTEXT".to_owned(),
+        "sasl.mechanisms=OAUTHBEARER".to_owned(),
+        "enable.sasl.oauthbearer.unsecure.jwt=true".to_owned(),
+        "sasl.oauthbearer.config=principal=bob".to_owned(),
+    ];
+    let out = kcat_with(
+        &at(unsecured_port),
+        &unsecured,
+        &["-L", "-t", "oauth"],
+        None,
+    );
+    assert_success(&out, &broker);
+    let out = kcat_with(
+        &at(oauth_port),
+        &unsecured,
+        &["-L", "-t", "oauth", "-m", "5"],
+        None,
+    );
+    assert!(
+        !out.status.is_some_and(|s| s.success()),
+        "kcat's unsigned token passed the JWKS listener: {}",
+        out.stdout
+    );
+
+    // The provider rotates its key: k2 in, k1 out, without a restart.
+    let idp2 = TestIdp::new("k2");
+    write_jwks(&jwks, &[&idp2]);
+    let rotated = idp2.token("alice", "kafka", 3600);
+    let started = std::time::Instant::now();
+    while oauth_login(oauth_port, &rotated).0 != 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the rotated JWKS was not picked up\n{}",
+            broker.log_tail(20)
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    refused(&idp.token("alice", "kafka", 600), "k1 after the rotation");
+
+    // A mirror whose source wants OAUTHBEARER: its token from a file.
+    let mirror_token = token_file("mirror.jwt", &rotated);
+    let dest = Broker::start("\"num.partitions\" = 2\n");
+    mirror_support::create_topic(&broker.bootstrap(), "mirrored", 2);
+    for p in 0..2 {
+        support::produce_batch(&broker.bootstrap(), "mirrored", p, 50);
+    }
+    let token_url = format!("file://{mirror_token}");
+    let created = mirror_support::create_mirror(
+        &dest.bootstrap(),
+        "m",
+        &at(oauth_port),
+        &[
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "OAUTHBEARER"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+            ),
+            ("sasl.oauthbearer.token.endpoint.url", &token_url),
+        ],
+    );
+    assert_eq!(created.error_code, 0, "{created:?}");
+    let added = mirror_support::add_topics(&dest.bootstrap(), "m", &["mirrored"]);
+    assert_eq!(added.error_code, 0, "{added:?}");
+    let ends: std::collections::BTreeMap<(String, i32), i64> =
+        (0..2).map(|p| (("mirrored".to_string(), p), 50)).collect();
+    mirror_support::wait_for(
+        &dest.bootstrap(),
+        "m",
+        "catch-up over OAUTHBEARER",
+        Duration::from_secs(60),
+        |d| mirror_support::caught_up(d, &ends),
+    );
+    for p in 0..2 {
+        let left = mirror_support::read_log(&broker.bootstrap(), "mirrored", p);
+        let right = mirror_support::read_log(&dest.bootstrap(), "mirrored", p);
+        mirror_support::assert_same_batches(&left, &right, "mirrored", p);
+    }
+    for b in [&broker, &dest] {
+        let (_, _, panicked) = b.log_problems();
+        assert!(!panicked, "{}", b.log_tail(40));
     }
 }

@@ -6,13 +6,16 @@ confluent-kafka consumer and a kafka-python consumer read every one back, all
 authenticated as --user / --password. `refused`: confluent-kafka with a wrong password
 must fail with an authentication error (not hang, not succeed). `reauth`: a
 confluent-kafka producer acknowledged record by record for --seconds, across
-several session lifetimes.
+several session lifetimes. `oauth`: OAUTHBEARER with the JWT of --token-file (handed
+to librdkafka by an oauth_cb, re-read at each refresh): confluent-kafka produces --count
+records and consumes them back. `oauth-denied`: a valid token for a principal without
+WRITE; its record must fail with TOPIC_AUTHORIZATION_FAILED.
 """
 
 import argparse
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kt_common import fail, summary
@@ -23,6 +26,8 @@ def protocol(a):
 
 
 def ck_conf(a, password=None):
+    if a.token_file:
+        return oauth_conf(a)
     conf = {
         "bootstrap.servers": a.bootstrap,
         "security.protocol": protocol(a),
@@ -33,6 +38,57 @@ def ck_conf(a, password=None):
     if a.ca:
         conf["ssl.ca.location"] = a.ca
     return conf
+
+
+def oauth_conf(a):
+    def token(_config):
+        with open(a.token_file) as f:
+            jwt = f.read().strip()
+        # The expiry librdkafka refreshes before: the token's own `exp` is what the
+        # broker enforces; ask again well before it.
+        return jwt, time.time() + 30
+    return {
+        "bootstrap.servers": a.bootstrap,
+        "security.protocol": protocol(a),
+        "sasl.mechanisms": "OAUTHBEARER",
+        "oauth_cb": token,
+    }
+
+
+def oauth(a):
+    p = Producer(dict(ck_conf(a), acks="all"))
+    errors = []
+    for i in range(a.count):
+        p.produce(a.topic, value=b"o%d" % i,
+                  on_delivery=lambda err, _m: err and errors.append(str(err)))
+    left = p.flush(30)
+    if left or errors:
+        fail("produce over OAUTHBEARER: %d undelivered, %s" % (left, errors[:3]))
+    c = Consumer(dict(ck_conf(a), **{"group.id": "oauth-ck", "auto.offset.reset": "earliest"}))
+    c.subscribe([a.topic])
+    got = set()
+    deadline = time.monotonic() + 60
+    while len(got) < a.count and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.add(m.value())
+    c.close()
+    if len(got) != a.count:
+        fail("confluent-kafka consumed %d of %d over OAUTHBEARER" % (len(got), a.count))
+    summary(produced=a.count, consumed=len(got))
+
+
+def oauth_denied(a):
+    p = Producer(dict(ck_conf(a), acks="all", **{"message.timeout.ms": 20000}))
+    errors = []
+    p.produce(a.topic, value=b"denied",
+              on_delivery=lambda err, _m: errors.append(err))
+    p.flush(30)
+    if not errors or errors[0] is None:
+        fail("a principal without WRITE produced over OAUTHBEARER")
+    if errors[0].code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+        fail("expected TOPIC_AUTHORIZATION_FAILED, got %s" % errors[0])
+    summary(error=errors[0].name())
 
 
 def roundtrip(a):
@@ -105,17 +161,20 @@ def refused(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["roundtrip", "refused", "reauth"])
+    ap.add_argument("mode", choices=["roundtrip", "refused", "reauth", "oauth", "oauth-denied"])
     ap.add_argument("--bootstrap", required=True)
     ap.add_argument("--topic", default="sasl")
-    ap.add_argument("--user", required=True)
-    ap.add_argument("--password", required=True)
+    ap.add_argument("--user")
+    ap.add_argument("--password")
+    ap.add_argument("--token-file", help="OAUTHBEARER: a file holding the JWT")
     ap.add_argument("--count", type=int, default=200)
     ap.add_argument("--ca", help="PEM CA file: SASL_SSL instead of SASL_PLAINTEXT")
     ap.add_argument("--mechanism", default="PLAIN")
     ap.add_argument("--seconds", type=float, default=5.0)
     a = ap.parse_args()
-    {"roundtrip": roundtrip, "refused": refused, "reauth": reauth}[a.mode](a)
+    modes = {"roundtrip": roundtrip, "refused": refused, "reauth": reauth,
+             "oauth": oauth, "oauth-denied": oauth_denied}
+    modes[a.mode](a)
 
 
 if __name__ == "__main__":

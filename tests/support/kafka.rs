@@ -41,8 +41,22 @@ pub fn run_java(class: &str, args: &[&str], timeout: Duration) -> CmdOutput {
 
 /// Runs one of Kafka's CLI tools by its `bin/` name (`kafka-topics`, ...).
 pub fn run_tool(tool: &str, args: &[&str], stdin: Option<&[u8]>, timeout: Duration) -> CmdOutput {
+    run_tool_with_jvm(tool, args, "", stdin, timeout)
+}
+
+/// [`run_tool`] with extra JVM options (`-Dkey=value ...`, as `KAFKA_JAVA_OPTS`).
+pub fn run_tool_with_jvm(
+    tool: &str,
+    args: &[&str],
+    jvm_options: &str,
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> CmdOutput {
     let mut cmd = Command::new("bash");
     cmd.arg(kafka_sh()).arg("tool").arg(tool).args(args);
+    if !jvm_options.is_empty() {
+        cmd.env("KAFKA_JAVA_OPTS", jvm_options);
+    }
     run_command(&mut cmd, stdin, timeout)
 }
 

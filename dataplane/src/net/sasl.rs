@@ -418,12 +418,14 @@ pub fn jaas_options(jaas: &str) -> Result<(String, BTreeMap<String, String>), St
         .trim()
         .split_once(char::is_whitespace)
         .ok_or_else(expected)?;
-    // The control flag (required, requisite, ...) comes next.
-    let mut rest = rest
-        .trim_start()
-        .split_once(char::is_whitespace)
-        .map(|(_, r)| r.trim_start())
+    // The control flag (required, requisite, ...) comes next, then the options, if
+    // any (`OAuthBearerLoginModule required;` has none).
+    let rest = rest.trim_start();
+    let flag_end = rest
+        .find(|c: char| c.is_whitespace() || c == ';')
+        .filter(|end| *end > 0)
         .ok_or_else(expected)?;
+    let mut rest = rest[flag_end..].trim_start();
     while let Some((key, after)) = rest.split_once('=') {
         let key = key.trim();
         let after = after.trim_start();
@@ -651,5 +653,13 @@ mod tests {
         ] {
             assert!(jaas_plain_users(bad).is_err(), "{bad}");
         }
+        // A module without options.
+        let (module, options) = jaas_options(
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
+        )
+        .expect("no options");
+        assert!(module.ends_with("OAuthBearerLoginModule"));
+        assert!(options.is_empty());
+        assert!(jaas_options("OAuthBearerLoginModule ;").is_err());
     }
 }
