@@ -14,6 +14,9 @@
 #   scripts/kafka.sh classpath               the classpath, for other scripts
 #
 # Everything listens on 127.0.0.1 only. JAVA_HOME picks the JVM (java on PATH otherwise).
+# KAFKA_EXTRA_CONFIG: lines appended to the broker's server.properties. KAFKA_SSL_PORT with
+# KAFKA_SSL_KEYSTORE (a PEM file with the key and the certificate chain): an SSL listener
+# beside PLAINTEXT (benchmarks: TLS against Kafka's own).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -92,11 +95,11 @@ start() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport${KAFKA_SSL_PORT:+,SSL://127.0.0.1:$KAFKA_SSL_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:$port${KAFKA_SSL_PORT:+,SSL://127.0.0.1:$KAFKA_SSL_PORT}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
 log.dirs=$dir/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -109,6 +112,10 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 EOF
+    if [ -n "${KAFKA_SSL_PORT:-}" ]; then
+        [ -n "${KAFKA_SSL_KEYSTORE:-}" ] || die "KAFKA_SSL_PORT needs KAFKA_SSL_KEYSTORE (a PEM key and chain)"
+        printf 'ssl.keystore.type=PEM\nssl.keystore.location=%s\n' "$KAFKA_SSL_KEYSTORE" >>"$dir/server.properties"
+    fi
     if [ -n "${KAFKA_EXTRA_CONFIG:-}" ]; then
         printf '%s\n' "$KAFKA_EXTRA_CONFIG" >>"$dir/server.properties"
     fi
