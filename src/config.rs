@@ -2081,6 +2081,21 @@ mod tests {
         let scram = "\"sasl.mechanism.inter.broker.protocol\" = \"SCRAM-SHA-512\"";
         let (key, _) = key_of(parse_err(&sasl_cluster(&format!("{scram}\n{login}"))));
         assert_eq!(key, "sasl.mechanism.inter.broker.protocol");
+        // OAUTHBEARER between brokers: the broker's token from the listener's file.
+        let oauth = format!(
+            "{cluster}\n\"listener.name.sasl_plaintext.sasl.enabled.mechanisms\" = \"OAUTHBEARER\"\n\"sasl.mechanism.inter.broker.protocol\" = \"OAUTHBEARER\"\n\"listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class\" = \"{}\"\n\"listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config\" = 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;'\n\"listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.token.endpoint.url\" = \"file:///etc/twinlog/broker.jwt\"",
+            dataplane::net::oauth::UNSECURED_VALIDATOR_CLASS
+        );
+        let c = parse(&format!(
+            "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n{oauth}"
+        ));
+        let own = c.inter_broker_security.sasl.expect("a login");
+        assert_eq!(
+            own.oauth,
+            Some(dataplane::client::security::OAuthLogin::TokenFile(
+                "/etc/twinlog/broker.jwt".into()
+            ))
+        );
         // One node alone may leave it out.
         let c = parse(&format!(
             "listeners = \"SASL_PLAINTEXT://127.0.0.1:19092\"\n\"sasl.enabled.mechanisms\" = \"plain\"\n{jaas}"
