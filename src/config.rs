@@ -163,6 +163,13 @@ pub struct BrokerConfig {
     /// The `CONTROLLER://` entry of `listeners` (named by `controller.listener.names`):
     /// where a controller of a dynamic quorum listens for the others.
     pub controller_listen: Option<SocketAddr>,
+    /// A `CONTROLLER:SSL` listener's keys: its server side (client certificates
+    /// required) and the client side this member dials the others with (the same
+    /// keystore and truststore). `None`: the quorum's links are plain TCP.
+    pub controller_tls: Option<(
+        dataplane::net::tls::TlsConfig,
+        dataplane::client::security::ClientTls,
+    )>,
     /// `offsets.topic.num.partitions`: partitions of `__consumer_offsets` when created.
     pub offsets_topic_num_partitions: i32,
     /// `offsets.topic.segment.bytes`: its segment size when created.
@@ -274,6 +281,7 @@ impl Default for BrokerConfig {
             roles: ProcessRoles::default(),
             quorum_bootstrap: Vec::new(),
             controller_listen: None,
+            controller_tls: None,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             transaction_state_log_segment_bytes: 104_857_600,
@@ -491,15 +499,6 @@ impl BrokerConfig {
                 let (name, addr) = listener_entry(item);
                 let addr = parse_listener(k, addr)?;
                 if controller_names.contains(&name) {
-                    if protocols
-                        .get(&name)
-                        .is_some_and(|p| *p != SecurityProtocol::Plaintext)
-                    {
-                        return Err(listener_error(
-                            k,
-                            format!("the controller listener {name} must be PLAINTEXT (the quorum's transport has no TLS or SASL yet)"),
-                        ));
-                    }
                     if controller.replace(addr).is_some() {
                         return Err(bad_value(k, &v, LISTENER_EXPECTED));
                     }
@@ -603,6 +602,20 @@ impl BrokerConfig {
         self.advertised_listen = inter_broker.advertised;
         self.inter_broker_security =
             inter_broker_security(keys, &inter_broker.name, inter_broker.protocol)?;
+        // The quorum's links: PLAINTEXT or SSL (an unmapped controller name is
+        // PLAINTEXT, as before).
+        if let Some(name) = controller_names.first() {
+            self.controller_tls = match protocols.get(name).copied() {
+                None | Some(SecurityProtocol::Plaintext) => None,
+                Some(SecurityProtocol::Ssl) => Some(controller_tls(keys, name)?),
+                Some(other) => {
+                    return Err(listener_error(
+                        "listener.security.protocol.map",
+                        format!("the controller listener {name} is {}: the quorum's links speak PLAINTEXT or SSL with client certificates, not SASL", other.name()),
+                    ))
+                }
+            };
+        }
         Ok(controller)
     }
 
@@ -1669,6 +1682,35 @@ fn oauth_config(
     Ok(config)
 }
 
+/// A `CONTROLLER:SSL` listener's server TLS (which must require client certificates:
+/// the quorum's members are authenticated by them alone) and the client TLS its member
+/// dials the others with.
+fn controller_tls(
+    keys: &BTreeMap<String, toml::Value>,
+    listener: &str,
+) -> Result<
+    (
+        dataplane::net::tls::TlsConfig,
+        dataplane::client::security::ClientTls,
+    ),
+    ConfigError,
+> {
+    let server = tls_config(keys, listener)?;
+    if server.client_auth != dataplane::net::tls::ClientAuth::Required {
+        return Err(ConfigError::Invalid {
+            key: format!("listener.name.{}.ssl.client.auth", listener.to_ascii_lowercase()),
+            message: format!("the controller listener {listener} must require client certificates (ssl.client.auth = required): the quorum authenticates its members by certificate"),
+        });
+    }
+    let client = inter_broker_security(keys, listener, dataplane::net::SecurityProtocol::Ssl)?
+        .tls
+        .ok_or_else(|| ConfigError::Invalid {
+            key: "listener.security.protocol.map".to_owned(),
+            message: format!("the controller listener {listener} has no client TLS"),
+        })?;
+    Ok((server, client))
+}
+
 /// The inter-broker listener's security as a client of it: Kafka's client keys read
 /// from the listener's own settings (the broker presents its keystore and trusts its
 /// truststore) and, on a SASL listener, `sasl.mechanism.inter.broker.protocol` with
@@ -2188,6 +2230,43 @@ mod tests {
         let path = dir.join("broker.pem");
         std::fs::write(&path, format!("{}{}", key.serialize_pem(), cert.pem())).expect("write");
         path
+    }
+
+    #[test]
+    fn a_controller_listener_is_plaintext_or_ssl_with_client_certificates() {
+        let dir = tempfile::tempdir().expect("dir");
+        let pem = test_keystore(dir.path());
+        let quorum = |map: &str, extra: &str| {
+            format!(
+                "listeners = \"PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\"\n\"listener.security.protocol.map\" = \"PLAINTEXT:PLAINTEXT,{map}\"\n\"node.id\" = 0\n\"process.roles\" = \"broker,controller\"\n\"controller.quorum.voters\" = \"0@127.0.0.1:19093,1@127.0.0.1:19094\"\n\"ssl.keystore.location\" = \"{}\"\n\"ssl.truststore.location\" = \"{}\"\n{extra}",
+                pem.display(),
+                pem.display()
+            )
+        };
+        assert!(parse(&quorum("CONTROLLER:PLAINTEXT", ""))
+            .controller_tls
+            .is_none());
+        let c = parse(&quorum(
+            "CONTROLLER:SSL",
+            "\"listener.name.controller.ssl.client.auth\" = \"required\"",
+        ));
+        let (server, client) = c.controller_tls.expect("TLS");
+        assert_eq!(
+            server.client_auth,
+            dataplane::net::tls::ClientAuth::Required
+        );
+        assert!(client.verify_hostname);
+        assert_eq!(client.keystore.len(), 1);
+        let invalid_key = |e: ConfigError| match e {
+            ConfigError::Invalid { key, message } => (key, message),
+            other => panic!("{other}"),
+        };
+        // Without client certificates anyone reaching the port could join: refused.
+        let (key, _) = invalid_key(parse_err(&quorum("CONTROLLER:SSL", "")));
+        assert_eq!(key, "listener.name.controller.ssl.client.auth");
+        let (key, message) = invalid_key(parse_err(&quorum("CONTROLLER:SASL_SSL", "")));
+        assert_eq!(key, "listener.security.protocol.map");
+        assert!(message.contains("SASL"), "{message}");
     }
 
     #[test]

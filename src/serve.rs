@@ -223,7 +223,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
                     .map(|l| (l.name.clone(), l.advertised()))
                     .collect(),
             },
-            quorum: quorum_membership(&config),
+            quorum: quorum_membership(&config)?,
         },
         Arc::clone(&metadata),
         router.clone(),
@@ -436,8 +436,24 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
 
 /// How this node takes part in a quorum of controllers, if it does. Any voter set, even
 /// this node's alone, runs the quorum over TCP, so brokers can join it as learners.
-fn quorum_membership(config: &BrokerConfig) -> Option<controlplane::controller::QuorumMembership> {
-    use controlplane::quorum::{journal::raft_id, QuorumTiming, Transport};
+fn quorum_membership(
+    config: &BrokerConfig,
+) -> Result<Option<controlplane::controller::QuorumMembership>, ServeError> {
+    use controlplane::quorum::{journal::raft_id, QuorumTiming, QuorumTls, Transport};
+    let tls = config
+        .controller_tls
+        .as_ref()
+        .map(|(server, client)| {
+            Ok::<_, String>(QuorumTls {
+                server: server.load().map_err(|e| e.to_string())?,
+                client: client.load()?,
+            })
+        })
+        .transpose()
+        .map_err(|e| ServeError::Controller(format!("the controller listener's TLS: {e}")))?;
+    if tls.is_some() {
+        tracing::info!("the metadata quorum's links are TLS, client certificates required");
+    }
     let transport = if !config.quorum_bootstrap.is_empty() {
         // A dynamic quorum: the voters are in the metadata log (`twinlog format
         // --standalone` made the first one).
@@ -454,12 +470,12 @@ fn quorum_membership(config: &BrokerConfig) -> Option<controlplane::controller::
             .collect();
         Transport::static_quorum(raft_id(config.node_id), voters, config.roles.controller)
     } else {
-        return None;
+        return Ok(None);
     };
-    Some(controlplane::controller::QuorumMembership {
-        transport,
+    Ok(Some(controlplane::controller::QuorumMembership {
+        transport: Transport { tls, ..transport },
         timing: QuorumTiming::default(),
-    })
+    }))
 }
 
 #[allow(clippy::too_many_arguments)]

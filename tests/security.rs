@@ -1699,13 +1699,15 @@ fn fuzzed_tls_and_sasl_handshakes_never_crash_the_broker() {
     assert!(!panicked, "{}", broker.log_tail(60));
 }
 
-/// Three nodes whose inter-broker listener is SASL_SSL (PLAIN, and client certificates
+/// Three nodes whose quorum links are TLS (`CONTROLLER:SSL`, client certificates
+/// required), whose inter-broker listener is SASL_SSL (PLAIN, and client certificates
 /// required) and whose authorizer lets only `User:admin` (the brokers' own login) and
 /// the PLAINTEXT clients do anything: the cluster forms, followers replicate over TLS
 /// as admin (the ISR fills, the replicas' bytes agree), and transactions whose markers
 /// cross brokers commit.
 #[test]
-fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_listener() {
+fn a_cluster_over_a_tls_quorum_replicates_and_commits_transactions_on_a_sasl_ssl_inter_broker_listener(
+) {
     use support::cluster::{
         assert_replicas_identical, bootstrap_all, create_topic, start_nodes_with, wait_brokers,
         wait_isr,
@@ -1733,7 +1735,8 @@ fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_li
             let (ip, internal, client) = (net.ip(i), net.port(i, 9092), net.port(i, 9094));
             let config = format!(
                 r#""listeners" = "INTERNAL://{ip}:{internal},CLIENT://{ip}:{client}"
-"listener.security.protocol.map" = "INTERNAL:SASL_SSL,CLIENT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+"listener.security.protocol.map" = "INTERNAL:SASL_SSL,CLIENT:PLAINTEXT,CONTROLLER:SSL"
+"listener.name.controller.ssl.client.auth" = "required"
 "inter.broker.listener.name" = "INTERNAL"
 "sasl.enabled.mechanisms" = "PLAIN"
 "sasl.mechanism.inter.broker.protocol" = "PLAIN"
@@ -1759,13 +1762,14 @@ fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_li
     create_topic(&nodes, "secured", 3, &[]);
     // Every follower fetches from its leader over SASL_SSL, or the ISR never fills.
     wait_isr(first, "secured", 3, 3);
+    // Keyed, so that every partition gets records.
     let records: Vec<u8> = (0..300)
-        .flat_map(|i| format!("r{i}\n").into_bytes())
+        .flat_map(|i| format!("k{i}:r{i}\n").into_bytes())
         .collect();
     let out = kcat_with(
         &bootstrap_all(&nodes),
         &["acks=all".into()],
-        &["-P", "-t", "secured"],
+        &["-P", "-t", "secured", "-K:"],
         Some(&records),
     );
     assert_success(&out, first);
@@ -1799,6 +1803,11 @@ fn a_cluster_replicates_and_commits_transactions_over_a_sasl_ssl_inter_broker_li
         let (_, _, panicked) = n.log_problems();
         assert!(!panicked, "{}", n.log_tail(40));
         let log = n.log();
+        assert!(
+            log.contains("the metadata quorum's links are TLS"),
+            "{}",
+            n.log_tail(20)
+        );
         assert!(
             !log.contains("authentication failed") && !log.contains("SASL_AUTHENTICATION_FAILED"),
             "a broker's own login was refused:\n{}",

@@ -8,7 +8,9 @@
 //! Transport: each voter listens on its controller address; to each peer voter it keeps
 //! one outgoing connection (reconnected when it breaks) fed by a bounded queue, so a
 //! slow or dead peer never blocks the member (a message that does not fit is dropped:
-//! Raft sends again). A frame is `[u32 length][raft Message, protobuf]`.
+//! Raft sends again). A frame is `[u32 length][raft Message, protobuf]`. With
+//! [`Transport::tls`] every connection is TLS, certificates checked both ways
+//! ([`super::tls`]).
 //!
 //! A learner (a broker-only node, Kafka's observer) listens nowhere: it dials every
 //! voter and opens each connection with a join frame (`[u32 length | JOIN_FLAG][u64
@@ -31,6 +33,7 @@ use raft::eraftpb::{Entry, Message};
 
 use super::node::{QuorumError, QuorumNode, QuorumTiming};
 use super::storage::RaftStore;
+use super::tls::{Conn, QuorumTls};
 
 /// The largest message a peer may send (a snapshot of the metadata fits).
 const FRAME_BYTES_MAX: usize = 256 << 20;
@@ -67,7 +70,7 @@ enum Event {
     Joined {
         id: u64,
         conn: u64,
-        stream: TcpStream,
+        stream: Conn,
     },
     /// A learner's connection `conn` closed.
     Left {
@@ -212,7 +215,7 @@ impl Drop for QuorumHandle {
     }
 }
 
-fn write_frame(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
+fn write_frame(stream: &mut impl Write, m: &Message) -> std::io::Result<()> {
     let bytes = m.write_to_bytes().map_err(std::io::Error::other)?;
     let mut buf = Vec::with_capacity(4 + bytes.len());
     buf.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
@@ -220,7 +223,7 @@ fn write_frame(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
     stream.write_all(&buf)
 }
 
-fn write_join(mut stream: impl Write, id: u64) -> std::io::Result<()> {
+fn write_join(stream: &mut impl Write, id: u64) -> std::io::Result<()> {
     let mut buf = (8 | JOIN_FLAG).to_be_bytes().to_vec();
     buf.extend_from_slice(&id.to_be_bytes());
     stream.write_all(&buf)
@@ -233,7 +236,7 @@ enum Frame {
     Join(u64),
 }
 
-fn read_frame(stream: &mut TcpStream) -> std::io::Result<Frame> {
+fn read_frame(stream: &mut impl Read) -> std::io::Result<Frame> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len)?;
     let word = u32::from_be_bytes(len);
@@ -262,26 +265,28 @@ fn read_frame(stream: &mut TcpStream) -> std::io::Result<Frame> {
 fn peer_writer(
     to: u64,
     addr: SocketAddr,
-    queue: Receiver<Message>,
+    (queue, tls): (Receiver<Message>, Option<QuorumTls>),
     stop: Arc<AtomicBool>,
     refused: Arc<AtomicBool>,
 ) {
-    let mut conn: Option<TcpStream> = None;
+    let mut conn: Option<Conn> = None;
+    let mut failure = DialFailure::default();
     while let Ok(m) = queue.recv() {
         if stop.load(Ordering::SeqCst) {
             return;
         }
         if conn.is_none() {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            match Conn::connect(addr, CONNECT_TIMEOUT, tls.as_ref()) {
                 Ok(c) => {
-                    let _ = c.set_nodelay(true);
                     let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
                     refused.store(false, Ordering::SeqCst);
+                    failure.cleared();
                     conn = Some(c);
                 }
                 Err(e) => {
                     let gone = e.kind() == std::io::ErrorKind::ConnectionRefused;
                     refused.store(gone, Ordering::SeqCst);
+                    failure.saw(to, addr, &e);
                 }
             }
         }
@@ -295,22 +300,58 @@ fn peer_writer(
     }
 }
 
-/// Reads frames from one accepted connection (number `conn`) into the member's events.
-/// A learner's join hands the member a writing end of the same connection.
+/// Logs a peer that cannot be dialled for another reason than nothing listening there
+/// (a TLS handshake refused: a certificate the other side does not trust), once per
+/// distinct reason, so a misconfigured quorum says why.
+#[derive(Default)]
+struct DialFailure(Option<String>);
+
+impl DialFailure {
+    fn saw(&mut self, peer: u64, addr: SocketAddr, e: &std::io::Error) {
+        use std::io::ErrorKind::{ConnectionRefused, TimedOut, WouldBlock};
+        if matches!(e.kind(), ConnectionRefused | TimedOut | WouldBlock) {
+            return;
+        }
+        let why = e.to_string();
+        if self.0.as_ref() != Some(&why) {
+            tracing::warn!(peer, %addr, error = %why, "cannot open a quorum link");
+            self.0 = Some(why);
+        }
+    }
+
+    fn cleared(&mut self) {
+        self.0 = None;
+    }
+}
+
+/// Reads frames from one accepted connection (number `conn`) into the member's events,
+/// after its TLS handshake when the quorum has TLS. A learner's join hands the member a
+/// writing end of the same connection.
 fn peer_reader(
     (me, conn): (u64, u64),
-    mut stream: TcpStream,
+    (socket, tls): (TcpStream, Option<QuorumTls>),
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
 ) {
+    let peer = socket.peer_addr().ok();
+    let mut stream = match Conn::accept(socket, tls.as_ref()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(peer = ?peer, error = %e, "a quorum connection failed its TLS handshake");
+            return;
+        }
+    };
     let mut joined = None;
     while !stop.load(Ordering::SeqCst) {
         let event = match read_frame(&mut stream) {
             Ok(Frame::Raft(m)) => Event::Message(m),
+            // Answered with this member's id (its hello), before anything else is
+            // written back.
             Ok(Frame::Join(id)) => match stream.try_clone() {
-                // Answered with this member's id (its hello), before anything else is
-                // written back.
-                Ok(back) if write_join(&back, me).is_ok() => {
+                Ok(mut back) => {
+                    if write_join(&mut back, me).is_err() {
+                        break;
+                    }
                     joined = Some(id);
                     Event::Joined {
                         id,
@@ -318,7 +359,7 @@ fn peer_reader(
                         stream: back,
                     }
                 }
-                _ => break,
+                Err(_) => break,
             },
             Err(_) => break,
         };
@@ -345,6 +386,7 @@ struct Link {
     stop: Arc<AtomicBool>,
     /// The last dial was refused: nothing listens there.
     refused: Arc<AtomicBool>,
+    tls: Option<QuorumTls>,
 }
 
 fn learner_link(link: Link, queue: Receiver<Message>) {
@@ -356,8 +398,10 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
         events,
         stop,
         refused,
+        tls,
     } = link;
-    let mut conn: Option<(TcpStream, Arc<AtomicBool>)> = None;
+    let mut conn: Option<(Conn, Arc<AtomicBool>)> = None;
+    let mut failure = DialFailure::default();
     while !stop.load(Ordering::SeqCst) {
         if conn
             .as_ref()
@@ -366,10 +410,10 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
             conn = None;
         }
         if conn.is_none() {
-            match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+            match Conn::connect(addr, CONNECT_TIMEOUT, tls.as_ref()) {
                 Ok(mut c) => {
                     refused.store(false, Ordering::SeqCst);
-                    let _ = c.set_nodelay(true);
+                    failure.cleared();
                     let _ = c.set_write_timeout(Some(Duration::from_secs(5)));
                     let broken = Arc::new(AtomicBool::new(false));
                     if let (Ok(()), Ok(mut back)) = (write_join(&mut c, me), c.try_clone()) {
@@ -400,6 +444,7 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
                 Err(e) => {
                     let gone = e.kind() == std::io::ErrorKind::ConnectionRefused;
                     refused.store(gone, Ordering::SeqCst);
+                    failure.saw(target.unwrap_or_default(), addr, &e);
                 }
             }
         }
@@ -407,7 +452,7 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
             Ok(m) => {
                 if let Some((stream, _)) = conn.as_mut() {
                     if write_frame(stream, &m).is_err() {
-                        let _ = stream.shutdown(std::net::Shutdown::Both);
+                        stream.shutdown();
                         conn = None;
                     }
                 }
@@ -419,10 +464,10 @@ fn learner_link(link: Link, queue: Receiver<Message>) {
 }
 
 /// Writes a learner's messages over the connection it dialled in on, until it breaks.
-fn learner_writer(mut stream: TcpStream, queue: Receiver<Message>, stop: Arc<AtomicBool>) {
+fn learner_writer(mut stream: Conn, queue: Receiver<Message>, stop: Arc<AtomicBool>) {
     while let Ok(m) = queue.recv() {
         if stop.load(Ordering::SeqCst) || write_frame(&mut stream, &m).is_err() {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            stream.shutdown();
             return;
         }
     }
@@ -448,6 +493,8 @@ pub struct Transport {
     /// The voters a fresh store starts with (empty: it waits for the leader's
     /// snapshot).
     pub initial_voters: Vec<u64>,
+    /// TLS on every link (a `CONTROLLER:SSL` listener); `None`: plain TCP.
+    pub tls: Option<QuorumTls>,
 }
 
 impl Transport {
@@ -469,6 +516,7 @@ impl Transport {
             },
             voters,
             bootstrap: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -486,7 +534,7 @@ pub fn start(
     let (committed_tx, committed) = mpsc::channel::<Entry>();
     let addr = transport
         .listen
-        .map(|at| listen(id, at, &events_tx, &stop))
+        .map(|at| listen(id, at, (&events_tx, transport.tls.clone()), &stop))
         .transpose()?;
     let mut links = Links {
         me: id,
@@ -494,6 +542,7 @@ pub fn start(
         stop: Arc::clone(&stop),
         peers: HashMap::new(),
         refusals: BTreeMap::new(),
+        tls: transport.tls.clone(),
     };
     // A voter of a static quorum writes to the others over connections of its own;
     // every other member dials links that the far end also writes back on.
@@ -532,6 +581,7 @@ struct Links {
     peers: HashMap<u64, SyncSender<Message>>,
     /// Raft id -> whether its last dial was refused.
     refusals: BTreeMap<u64, Arc<AtomicBool>>,
+    tls: Option<QuorumTls>,
 }
 
 impl Links {
@@ -543,7 +593,10 @@ impl Links {
         self.refusals.insert(peer, Arc::clone(&refused));
         std::thread::Builder::new()
             .name(format!("quorum-send-{}-{peer}", self.me))
-            .spawn(move || peer_writer(peer, addr, rx, stop, refused))
+            .spawn({
+                let tls = self.tls.clone();
+                move || peer_writer(peer, addr, (rx, tls), stop, refused)
+            })
             .map_err(os_error("spawn", "a quorum peer link"))?;
         self.peers.insert(peer, tx);
         Ok(())
@@ -565,6 +618,7 @@ impl Links {
             events: self.events.clone(),
             stop: Arc::clone(&self.stop),
             refused,
+            tls: self.tls.clone(),
         };
         std::thread::Builder::new()
             .name(format!("quorum-link-{}", self.me))
@@ -579,7 +633,7 @@ impl Links {
 fn listen(
     id: u64,
     at: SocketAddr,
-    events: &Sender<Event>,
+    (events, tls): (&Sender<Event>, Option<QuorumTls>),
     stop: &Arc<AtomicBool>,
 ) -> Result<SocketAddr, QuorumError> {
     let what = at.to_string();
@@ -595,12 +649,12 @@ fn listen(
                     return;
                 }
                 let Ok(stream) = stream else { continue };
-                let _ = stream.set_nodelay(true);
                 let events = events.clone();
                 let stop = Arc::clone(&stop);
+                let tls = tls.clone();
                 let _ = std::thread::Builder::new()
                     .name(format!("quorum-read-{id}"))
-                    .spawn(move || peer_reader((id, conn), stream, events, stop));
+                    .spawn(move || peer_reader((id, conn), (stream, tls), events, stop));
             }
         })
         .map_err(os_error("spawn", "the quorum listener"))?;

@@ -313,3 +313,148 @@ fn a_lone_voter_grows_to_three_voters_loses_its_first_and_the_others_remove_it()
         h.stop().expect("stops");
     }
 }
+
+/// A CA and, per call, a member's key pair for 127.0.0.1 signed by it, as quorum TLS.
+struct Pki {
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    ca_pem: String,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+        let key = KeyPair::generate().expect("CA key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let ca_pem = params.self_signed(&key).expect("CA cert").pem();
+        Pki {
+            issuer: Issuer::new(params, key),
+            ca_pem,
+        }
+    }
+
+    /// A member's TLS: its certificate for `ip` from this CA, trusting `trusted`'s CA.
+    fn member(&self, trusted: &Pki, ip: std::net::IpAddr) -> crate::quorum::QuorumTls {
+        use dataplane::net::tls::{client_config, ClientAuth, Pem, TlsConfig};
+        let key = rcgen::KeyPair::generate().expect("key");
+        let params = rcgen::CertificateParams::new(vec![ip.to_string()]).expect("params");
+        let cert = params.signed_by(&key, &self.issuer).expect("cert");
+        let keystore = vec![Pem::Inline(format!(
+            "{}{}",
+            key.serialize_pem(),
+            cert.pem()
+        ))];
+        let truststore = Pem::Inline(trusted.ca_pem.clone());
+        let server = TlsConfig {
+            keystore: keystore.clone(),
+            truststore: Some(truststore.clone()),
+            client_auth: ClientAuth::Required,
+            tls12: true,
+            tls13: true,
+            principal_rules: Vec::new(),
+        }
+        .load()
+        .expect("server config");
+        let client = client_config(Some(&truststore), &keystore, true).expect("client config");
+        crate::quorum::QuorumTls { server, client }
+    }
+}
+
+#[test]
+fn members_over_tls_commit_and_a_learner_joins_but_a_stranger_s_certificate_is_refused() {
+    let pki = Pki::new("quorum CA");
+    let dirs: BTreeMap<u64, tempfile::TempDir> = (1..=5)
+        .map(|id| (id, tempfile::tempdir().expect("tempdir")))
+        .collect();
+    let voters: Voters = (1..=3).map(|id| (id, free_addr())).collect();
+    let tls_member = |id: u64, voter: bool, tls: crate::quorum::QuorumTls| {
+        let store = RaftStore::open(dirs[&id].path()).expect("store");
+        let transport = Transport {
+            tls: Some(tls),
+            ..Transport::static_quorum(id, voters.clone(), voter)
+        };
+        start(id, transport, store, timing()).expect("start")
+    };
+    let members: BTreeMap<u64, QuorumHandle> = (1..=3)
+        .map(|id| (id, tls_member(id, true, pki.member(&pki, voters[&id].ip()))))
+        .collect();
+    let leader = wait_leader(&members);
+    // Snapshot-sized frames cross the TLS links too.
+    let big = "x".repeat(3 << 20);
+    members[&leader]
+        .propose(big.clone().into_bytes())
+        .expect("committed");
+    for v in values(0..20) {
+        members[&leader].propose(v.into_bytes()).expect("committed");
+    }
+    for (id, h) in &members {
+        let mut all = vec![big.clone()];
+        all.extend(values(0..20));
+        assert_eq!(take(h, 21), all, "member {id}");
+    }
+    // A learner with a certificate of the quorum's CA dials in and catches up over the
+    // one connection both ends write on: a snapshot of megabytes, then the log.
+    let leads = &members[&leader];
+    leads.compact(u64::MAX, b"state".to_vec());
+    wait_status(leads, "compacted", |_| true);
+    let localhost = std::net::IpAddr::from([127, 0, 0, 1]);
+    let learner = tls_member(4, false, pki.member(&pki, localhost));
+    wait_status(leads, "the learner is added", |s| s.learners.contains(&4));
+    wait_status(leads, "a snapshot is wanted", |_| leads.snapshot_wanted());
+    let snapshot = format!("state+learner{big}");
+    leads.compact(u64::MAX, snapshot.clone().into_bytes());
+    assert_eq!(next(&learner), (true, snapshot), "the learner's snapshot");
+    for v in values(20..23) {
+        leads.propose(v.into_bytes()).expect("committed");
+    }
+    assert_eq!(take(&learner, 3), values(20..23), "then the log");
+    learner.stop().expect("stops");
+    // A member whose certificate no member's CA signed gets no link: it never hears of
+    // a leader, and the quorum never hears of it.
+    let stranger_ca = Pki::new("another CA");
+    let stranger = tls_member(5, false, stranger_ca.member(&pki, localhost));
+    std::thread::sleep(Duration::from_millis(1500));
+    let status = stranger.status().expect("status");
+    assert_eq!(status.leader, None, "{status:?}");
+    members[&leader]
+        .propose(b"after".to_vec())
+        .expect("committed");
+    assert!(
+        stranger
+            .committed
+            .recv_timeout(Duration::from_secs(2))
+            .is_err(),
+        "nothing reached the stranger"
+    );
+    stranger.stop().expect("stops");
+    for (_, h) in members {
+        h.stop().expect("stops");
+    }
+}
+
+#[test]
+fn a_tls_conn_carries_frames_both_ways_between_clones() {
+    use crate::quorum::tls::Conn;
+    use std::io::{Read, Write};
+    let pki = Pki::new("conn CA");
+    let localhost = std::net::IpAddr::from([127, 0, 0, 1]);
+    let (a, b) = (pki.member(&pki, localhost), pki.member(&pki, localhost));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().expect("accept");
+        let mut conn = Conn::accept(socket, Some(&b)).expect("server handshake");
+        let mut got = vec![0u8; 5];
+        conn.read_exact(&mut got).expect("read");
+        conn.write_all(&got).expect("echo");
+        got
+    });
+    let mut conn = Conn::connect(addr, Duration::from_secs(2), Some(&a)).expect("client handshake");
+    let mut reader = conn.try_clone().expect("clone");
+    conn.write_all(b"hello").expect("write");
+    let mut echo = vec![0u8; 5];
+    reader.read_exact(&mut echo).expect("read the echo");
+    assert_eq!(&echo, b"hello");
+    assert_eq!(server.join().expect("server"), b"hello");
+}
