@@ -136,6 +136,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
         source,
     })?;
     check_memlock(&config);
+    raise_open_file_limit();
     // Shards bind with SO_REUSEPORT, which would also let a second broker process share
     // the port and split its clients between two clusters. Refuse when something already
     // accepts connections there. (A plain bind would also refuse a restart right after a
@@ -861,6 +862,32 @@ fn controlled_shutdown(
             );
         }
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every partition holds a descriptor per segment file and every connection one more,
+/// so a node of many partitions needs more than the usual soft limit of 1,024: the soft
+/// limit is raised to the hard one at start (what `ulimit -n` or systemd's
+/// `LimitNOFILE` allows; the README says what to give bare metal).
+fn raise_open_file_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    let (soft, hard) = (limit.current, limit.maximum);
+    if soft == hard {
+        tracing::info!(open_files = ?soft, "open file limit");
+        return;
+    }
+    let raised = rustix::process::Rlimit {
+        current: hard,
+        maximum: hard,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::info!(from = ?soft, to = ?hard, "open file limit raised to the hard limit")
+        }
+        Err(e) => {
+            tracing::warn!(soft = ?soft, hard = ?hard, error = %e, "cannot raise the open file limit")
+        }
     }
 }
 

@@ -593,11 +593,40 @@ impl<P: PartitionOps> Controller<P> {
     /// between. It then waits for the guard's outcome: applied, the plan's answer is the
     /// answer (the shard work already ran as for any committed change); skipped, it
     /// plans again. Clients never see NOT_CONTROLLER while the quorum has a leader.
+    /// The state's plan for `request`, less the new topics and partitions this node has
+    /// no open files left for ([`crate::capacity`]).
+    fn plan(&mut self, request: &AdminRequest) -> crate::state::Plan {
+        let mut plan = self.state.plan(request, &mut *self.new_topic_id);
+        let creates = matches!(
+            request,
+            AdminRequest::CreateTopics { .. } | AdminRequest::CreatePartitions { .. }
+        );
+        if creates && !plan.records.is_empty() {
+            if let Some(budget) = crate::capacity::FileBudget::of_this_process() {
+                let settings = self.state.settings();
+                let per_partition = if settings.default_log_config.direct_io {
+                    2
+                } else {
+                    1
+                };
+                let state = &self.state;
+                crate::capacity::enforce(
+                    &mut plan,
+                    settings.node_id,
+                    per_partition,
+                    budget,
+                    &|name| state.topic(name).map(|t| t.id),
+                );
+            }
+        }
+        plan
+    }
+
     fn forward(&mut self, request: &AdminRequest) -> AdminResponse {
         const WAIT: std::time::Duration = std::time::Duration::from_secs(3);
         for _ in 0..FORWARD_ATTEMPTS {
             self.catch_up();
-            let plan = self.state.plan(request, &mut *self.new_topic_id);
+            let plan = self.plan(request);
             if plan.records.is_empty() {
                 // Refused, or nothing to change: answered from the state as it is.
                 log_outcome(request, &plan.response);
@@ -812,7 +841,7 @@ impl<P: PartitionOps> Controller<P> {
         }
         // The published image is the state's: what it was before this change.
         let mut before = self.metadata.load();
-        let mut plan = self.state.plan(request, &mut *self.new_topic_id);
+        let mut plan = self.plan(request);
         let mut attempts = 0;
         while !plan.records.is_empty() {
             match self.commit_guarded(&plan.records) {
@@ -823,7 +852,7 @@ impl<P: PartitionOps> Controller<P> {
                     // The change that came first has its shard work here too.
                     self.run_actions(&before, &[]);
                     before = self.metadata.load();
-                    plan = self.state.plan(request, &mut *self.new_topic_id);
+                    plan = self.plan(request);
                 }
                 Ok(false) => {
                     self.run_actions(&before, &[]);

@@ -8,6 +8,7 @@
 //! [`ControllerThread::shutdown`] after the shards have stopped.
 
 pub mod applier;
+pub mod capacity;
 pub mod controller;
 pub mod meta_properties;
 pub mod metadata_log;

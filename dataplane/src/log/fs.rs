@@ -114,52 +114,41 @@ async fn read_into(file: &BufferedFile, path: &Path, pos: u64, out: &mut [u8]) -
     Ok(())
 }
 
-/// A second, read-only handle on a file, for reads the page cache can answer at once.
+/// Fills `buf` from `pos` with what the page cache holds now, on `file`'s own fd;
+/// returns how much. Stops early (short count, maybe 0) where the data is not cached or
+/// the kernel cannot read without waiting; only real I/O errors are errors.
 ///
 /// glommio's buffered reads land in a reactor-owned buffer that is not `Send`, so every
 /// read was copied a second time into a `Vec` (see [`read_exact_at`]). `preadv2` with
 /// `RWF_NOWAIT` copies cached pages straight into the `Vec` and returns instead of waiting
 /// for the disk, so the shard never blocks; what it cannot read goes through glommio.
-#[derive(Debug)]
-pub struct CachedReader {
-    file: std::fs::File,
+/// It reads through the glommio file's descriptor (a positioned read shares nothing with
+/// glommio's use of it), so a segment holds one descriptor, not two.
+fn read_cached(file: &BufferedFile, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    use rustix::io::{preadv2, Errno, ReadWriteFlags};
+    let fd = borrowed_fd(file);
+    let mut got = 0;
+    while got < buf.len() {
+        let mut slices = [io::IoSliceMut::new(&mut buf[got..])];
+        match preadv2(fd, &mut slices, pos + got as u64, ReadWriteFlags::NOWAIT) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(Errno::INTR) => continue,
+            // Not cached (AGAIN), or no RWF_NOWAIT here (OPNOTSUPP, NOSYS, INVAL).
+            Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(got)
 }
 
-impl CachedReader {
-    /// Opens `path` read-only (on the blocking pool: `open` can wait for the disk).
-    pub async fn open(path: &Path) -> FsResult<CachedReader> {
-        let owned = path.to_path_buf();
-        let file = glommio::executor()
-            .spawn_blocking(move || std::fs::File::open(&owned))
-            .await
-            .map_err(fs_err("open", path))?;
-        Ok(CachedReader { file })
-    }
-
-    /// Fills `buf` from `pos` with what the page cache holds now; returns how much. Stops
-    /// early (short count, maybe 0) where the data is not cached or the kernel cannot
-    /// read without waiting; only real I/O errors are errors.
-    fn read_cached(&self, buf: &mut [u8], pos: u64) -> io::Result<usize> {
-        use rustix::io::{preadv2, Errno, ReadWriteFlags};
-        let mut got = 0;
-        while got < buf.len() {
-            let mut slices = [io::IoSliceMut::new(&mut buf[got..])];
-            match preadv2(
-                &self.file,
-                &mut slices,
-                pos + got as u64,
-                ReadWriteFlags::NOWAIT,
-            ) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(Errno::INTR) => continue,
-                // Not cached (AGAIN), or no RWF_NOWAIT here (OPNOTSUPP, NOSYS, INVAL).
-                Err(Errno::AGAIN | Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(got)
-    }
+/// `file`'s descriptor, borrowed for as long as `file` is.
+#[allow(unsafe_code)]
+fn borrowed_fd(file: &BufferedFile) -> std::os::fd::BorrowedFd<'_> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the descriptor is `file`'s and stays open while `file` is borrowed: glommio
+    // closes it only when the file is dropped or `close(self)`d, which takes it by value.
+    unsafe { std::os::fd::BorrowedFd::borrow_raw(file.as_raw_fd()) }
 }
 
 /// Segment read windows kept per shard thread for reuse once their `Bytes` are dropped
@@ -170,19 +159,16 @@ thread_local! {
     static READ_BUFFERS: RefCell<ReusedBuffers> = RefCell::new(ReusedBuffers::keeping(READ_BUFFERS_KEPT));
 }
 
-/// [`read_exact_at`], first taking what `reader` finds in the page cache (one copy, into
-/// a reused buffer), then reading the rest through glommio (never blocking the shard).
+/// [`read_exact_at`], first taking what the page cache holds (one copy, into a reused
+/// buffer), then reading the rest through glommio (never blocking the shard).
 pub async fn read_exact_at_cached(
     file: &BufferedFile,
-    reader: &CachedReader,
     path: &Path,
     pos: u64,
     len: usize,
 ) -> FsResult<Bytes> {
     let mut buf = READ_BUFFERS.with(|b| b.borrow_mut().take(len));
-    let got = reader
-        .read_cached(&mut buf[..len], pos)
-        .map_err(fs_err("read", path))?;
+    let got = read_cached(file, &mut buf[..len], pos).map_err(fs_err("read", path))?;
     if got < len {
         read_into(file, path, pos + got as u64, &mut buf[got..len]).await?;
     }
@@ -337,26 +323,25 @@ mod tests {
             write_all_at(&file, &path, data.clone(), 0)
                 .await
                 .expect("write");
-            let reader = CachedReader::open(&path).await.expect("reader");
             for (pos, len) in [(0, 10), (17, 1 << 20), (1 << 20, 1_900_000), (2_999_999, 1)] {
                 // Twice: the second read may reuse the first one's buffer once dropped.
                 for _ in 0..2 {
-                    let got = read_exact_at_cached(&file, &reader, &path, pos as u64, len)
+                    let got = read_exact_at_cached(&file, &path, pos as u64, len)
                         .await
                         .expect("read");
                     assert_eq!(&got[..], &data[pos..pos + len], "read {len} at {pos}");
                 }
             }
             // A buffer still referenced is never handed out again.
-            let held = read_exact_at_cached(&file, &reader, &path, 0, 1 << 20)
+            let held = read_exact_at_cached(&file, &path, 0, 1 << 20)
                 .await
                 .expect("read");
-            let other = read_exact_at_cached(&file, &reader, &path, 1 << 20, 1 << 20)
+            let other = read_exact_at_cached(&file, &path, 1 << 20, 1 << 20)
                 .await
                 .expect("read");
             assert_eq!(&held[..], &data[..1 << 20]);
             assert_eq!(&other[..], &data[1 << 20..2 << 20]);
-            let past = read_exact_at_cached(&file, &reader, &path, 2_999_990, 20).await;
+            let past = read_exact_at_cached(&file, &path, 2_999_990, 20).await;
             assert!(past.is_err(), "reading past the end must fail");
             file.close().await.expect("close");
         });

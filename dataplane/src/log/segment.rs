@@ -168,9 +168,9 @@ pub struct LogSegment {
     base_offset: Offset,
     dir: PathBuf,
     log_path: PathBuf,
+    /// The `.log` file: appends, and reads (what the page cache holds is read without
+    /// glommio's extra copy, on the same descriptor: see `fs::read_exact_at_cached`).
     log: BufferedFile,
-    /// Reads what the page cache holds without glommio's extra copy.
-    reader: fs::CachedReader,
     /// Set when `.log` appends bypass the page cache (`log.direct.io`).
     direct: Option<DirectAppender>,
     size: u64,
@@ -238,7 +238,6 @@ impl LogSegment {
         let log_path = Self::path_for(dir, base_offset, ".log");
         let log = fs::open_rw(&log_path).await?;
         let size = log.file_size().await.map_err(fs_err("stat", &log_path))?;
-        let reader = fs::CachedReader::open(&log_path).await?;
         let direct = if direct_io {
             Some(DirectAppender::open(&log_path).await?)
         } else {
@@ -249,7 +248,6 @@ impl LogSegment {
             dir: dir.to_path_buf(),
             log_path,
             log,
-            reader,
             direct,
             size,
             next_offset: base_offset,
@@ -407,7 +405,7 @@ impl LogSegment {
 
     /// Reads `len` bytes at `pos`.
     pub async fn read_at(&self, pos: u64, len: usize) -> FsResult<Bytes> {
-        fs::read_exact_at_cached(&self.log, &self.reader, &self.log_path, pos, len).await
+        fs::read_exact_at_cached(&self.log, &self.log_path, pos, len).await
     }
 
     /// Visits the batches from `from` to the end of the segment (or until `f` breaks).
