@@ -71,6 +71,23 @@ pub struct MirrorManager {
     wake: event_listener::Event,
     /// Source of the claims of running actions ([`PartitionRuntime::busy`]).
     claims: std::cell::Cell<u64>,
+    /// Leader-epoch bumps of the STOPPING steps in flight, sent together.
+    bumps: RefCell<EpochBumps>,
+}
+
+/// The leader-epoch bumps STOPPING steps are waiting for. A failover stops many
+/// partitions at once; one BumpLeaderEpochs per partition was one metadata commit each,
+/// and each commit costs in proportion to the image, so a failover of n partitions cost
+/// n^2. The first step to ask sends the bumps of every step that asked meanwhile as one
+/// request, and again for those that asked while that one committed, until none waits.
+#[derive(Default)]
+struct EpochBumps {
+    waiting: Vec<(
+        TopicPartition,
+        i32,
+        futures::channel::oneshot::Sender<Result<(), String>>,
+    )>,
+    sending: bool,
 }
 
 impl std::fmt::Debug for MirrorManager {
@@ -134,6 +151,7 @@ impl MirrorManager {
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
             claims: std::cell::Cell::new(0),
+            bumps: RefCell::new(EpochBumps::default()),
         })
     }
 
@@ -1347,6 +1365,51 @@ impl MirrorManager {
     }
 
     /// STOPPING: the six steps of `DECISIONS.md`, each idempotent, then STOPPED.
+    /// Raises `tp`'s leader epoch above `epoch`, in one BumpLeaderEpochs with the bumps
+    /// other STOPPING steps ask for meanwhile ([`EpochBumps`]).
+    async fn bump_epoch(&self, tp: &TopicPartition, epoch: i32) -> Result<(), String> {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        let sends = {
+            let mut bumps = self.bumps.borrow_mut();
+            bumps.waiting.push((tp.clone(), epoch, tx));
+            !std::mem::replace(&mut bumps.sending, true)
+        };
+        if sends {
+            loop {
+                // Let the other steps of this tick ask first.
+                futures_lite::future::yield_now().await;
+                let batch = {
+                    let mut bumps = self.bumps.borrow_mut();
+                    let batch = std::mem::take(&mut bumps.waiting);
+                    bumps.sending = !batch.is_empty();
+                    batch
+                };
+                if batch.is_empty() {
+                    break;
+                }
+                let partitions = batch.iter().map(|(tp, e, _)| (tp.clone(), *e)).collect();
+                let answer = self
+                    .controller
+                    .submit(AdminRequest::BumpLeaderEpochs { partitions })
+                    .await;
+                let results = match &answer {
+                    Ok(AdminResponse::Results(r)) if r.len() == batch.len() => Some(r),
+                    _ => None,
+                };
+                for (i, (tp, _, tx)) in batch.into_iter().enumerate() {
+                    let outcome = match results.map(|r| &r[i]) {
+                        Some(r) if r.error_code == 0 => Ok(()),
+                        Some(r) => Err(format!("bumping the leader epoch of {tp}: {r:?}")),
+                        None => Err(format!("bumping the leader epoch of {tp}: {answer:?}")),
+                    };
+                    let _ = tx.send(outcome);
+                }
+            }
+        }
+        rx.await
+            .map_err(|_| format!("bumping the leader epoch of {tp}: no answer"))?
+    }
+
     async fn stop(
         &self,
         image: &MetadataImage,
@@ -1391,15 +1454,7 @@ impl MirrorManager {
                 .partition(&tp)
                 .map_or(-1, |p| p.leader_epoch);
             if current_epoch <= epoch {
-                let rx = self.controller.submit(AdminRequest::BumpLeaderEpochs {
-                    partitions: vec![(tp.clone(), epoch)],
-                });
-                match rx.await {
-                    Ok(AdminResponse::Results(r)) if r.iter().all(|r| r.error_code == 0) => {}
-                    other => {
-                        return Err(format!("bumping the leader epoch of {tp}: {other:?}").into())
-                    }
-                }
+                self.bump_epoch(&tp, epoch).await?;
                 self.wait_for_epoch_above(&tp, epoch).await?;
             }
         }
