@@ -82,13 +82,16 @@ pub struct MirrorManager {
 /// request, and again for those that asked while that one committed, until none waits.
 #[derive(Default)]
 struct EpochBumps {
-    waiting: Vec<(
-        TopicPartition,
-        i32,
-        futures::channel::oneshot::Sender<Result<(), String>>,
-    )>,
+    waiting: Vec<EpochBump>,
     sending: bool,
 }
+
+/// A partition, the epoch its leader epoch must exceed, and where the outcome goes.
+type EpochBump = (
+    TopicPartition,
+    i32,
+    futures::channel::oneshot::Sender<Result<(), String>>,
+);
 
 impl std::fmt::Debug for MirrorManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
