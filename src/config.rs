@@ -1037,7 +1037,7 @@ impl BrokerConfig {
             // must log in (Kafka's default mechanism, GSSAPI, is not implemented).
             return Err(ConfigError::Invalid {
                 key: "sasl.mechanism.inter.broker.protocol".to_owned(),
-                message: format!("the inter-broker listener {} is {}: name the mechanism brokers log in to each other with (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512), with username and password in listener.name.{}.<mechanism>.sasl.jaas.config", inter_broker.name, inter_broker.protocol.name(), inter_broker.name.to_ascii_lowercase()),
+                message: format!("the inter-broker listener {} is {}: name the mechanism brokers log in to each other with (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER), with username and password in listener.name.{}.<mechanism>.sasl.jaas.config", inter_broker.name, inter_broker.protocol.name(), inter_broker.name.to_ascii_lowercase()),
             });
         }
         if !self.quorum_bootstrap.is_empty() {
@@ -1594,21 +1594,17 @@ fn oauth_config(
             options
         }
     };
-    let validator = match (handler.as_ref().map(|(k, v)| (k, v.trim())), &jwks_url) {
-        (Some((_, class)), Some((k, url))) if class == JWKS_VALIDATOR_CLASS => {
-            OAuthValidator::Jwks(Arc::new(JwksFile::open(url).map_err(|message| {
-                ConfigError::Invalid {
-                    key: k.clone(),
-                    message,
-                }
-            })?))
-        }
-        (None, Some((k, url))) => OAuthValidator::Jwks(Arc::new(JwksFile::open(url).map_err(
-            |message| ConfigError::Invalid {
+    let open_jwks = |(k, url): &(String, String)| {
+        JwksFile::open(url)
+            .map(|f| OAuthValidator::Jwks(Arc::new(f)))
+            .map_err(|message| ConfigError::Invalid {
                 key: k.clone(),
                 message,
-            },
-        )?)),
+            })
+    };
+    let validator = match (handler.as_ref().map(|(k, v)| (k, v.trim())), &jwks_url) {
+        (None, Some(url)) => open_jwks(url)?,
+        (Some((_, class)), Some(url)) if class == JWKS_VALIDATOR_CLASS => open_jwks(url)?,
         (Some((_, class)), None) if class == UNSECURED_VALIDATOR_CLASS => {
             OAuthValidator::Unsecured
         }
@@ -1742,61 +1738,61 @@ fn inter_broker_security(
         }
     }
     let mut jaas_key = None;
-    if protocol.uses_sasl() {
-        let Some(value) = keys.get(MECHANISM_KEY) else {
-            // No login of its own: one node alone needs none (checked in `check_roles`).
+    match keys.get(MECHANISM_KEY).filter(|_| protocol.uses_sasl()) {
+        // No login of its own on a SASL listener: one node alone needs none (checked in
+        // `check_roles`); the TLS, if any, still applies.
+        None if protocol.uses_sasl() => {
             let bare = if protocol.uses_tls() {
                 SecurityProtocol::Ssl
             } else {
                 SecurityProtocol::Plaintext
             };
             client.insert("security.protocol".to_owned(), bare.name().to_owned());
-            return ClientSecurity::from_configs(&client).map_err(|message| ConfigError::Invalid {
-                key: "inter.broker.listener.name".to_owned(),
-                message: format!("as a client of the inter-broker listener {listener}: {message}"),
-            });
-        };
-        let v = Scalar::from_toml(value);
-        let mechanism = v
-            .string(MECHANISM_KEY, MECHANISM_EXPECTED)?
-            .trim()
-            .to_ascii_uppercase();
-        let enabled = listener_setting(keys, listener, "sasl.enabled.mechanisms", true)
-            .and_then(|(k, v)| v.string(&k, "").ok())
-            .unwrap_or_default();
-        if !enabled
-            .split(',')
-            .any(|m| m.trim().eq_ignore_ascii_case(&mechanism))
-        {
-            return Err(bad_value(MECHANISM_KEY, &v, MECHANISM_EXPECTED));
         }
-        let key = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
-        let (k, jaas) = listener_setting(keys, listener, &key, false).ok_or_else(|| {
-            ConfigError::Invalid {
-                key: format!("listener.name.{}.{key}", listener.to_ascii_lowercase()),
-                message: format!("the broker logs in to the inter-broker listener {listener} with {mechanism}: give this JAAS config username and password"),
+        None => {}
+        Some(value) => {
+            let v = Scalar::from_toml(value);
+            let mechanism = v
+                .string(MECHANISM_KEY, MECHANISM_EXPECTED)?
+                .trim()
+                .to_ascii_uppercase();
+            let enabled = listener_setting(keys, listener, "sasl.enabled.mechanisms", true)
+                .and_then(|(k, v)| v.string(&k, "").ok())
+                .unwrap_or_default();
+            if !enabled
+                .split(',')
+                .any(|m| m.trim().eq_ignore_ascii_case(&mechanism))
+            {
+                return Err(bad_value(MECHANISM_KEY, &v, MECHANISM_EXPECTED));
             }
-        })?;
-        if mechanism == "OAUTHBEARER" {
-            // The broker's own token (Kafka's listener-prefixed login setting).
-            if let Some((k, v)) = listener_setting(
-                keys,
-                listener,
-                "oauthbearer.sasl.oauthbearer.token.endpoint.url",
-                false,
-            ) {
-                client.insert(
-                    "sasl.oauthbearer.token.endpoint.url".to_owned(),
-                    v.string(&k, "a file: URL")?,
-                );
+            let key = format!("{}.sasl.jaas.config", mechanism.to_ascii_lowercase());
+            let (k, jaas) = listener_setting(keys, listener, &key, false).ok_or_else(|| {
+                ConfigError::Invalid {
+                    key: format!("listener.name.{}.{key}", listener.to_ascii_lowercase()),
+                    message: format!("the broker logs in to the inter-broker listener {listener} with {mechanism}: give this JAAS config username and password"),
+                }
+            })?;
+            if mechanism == "OAUTHBEARER" {
+                // The broker's own token (Kafka's listener-prefixed login setting).
+                if let Some((k, v)) = listener_setting(
+                    keys,
+                    listener,
+                    "oauthbearer.sasl.oauthbearer.token.endpoint.url",
+                    false,
+                ) {
+                    client.insert(
+                        "sasl.oauthbearer.token.endpoint.url".to_owned(),
+                        v.string(&k, "a file: URL")?,
+                    );
+                }
             }
+            client.insert("sasl.mechanism".to_owned(), mechanism);
+            client.insert(
+                "sasl.jaas.config".to_owned(),
+                jaas.string(&k, "a JAAS config")?,
+            );
+            jaas_key = Some(k);
         }
-        client.insert("sasl.mechanism".to_owned(), mechanism);
-        client.insert(
-            "sasl.jaas.config".to_owned(),
-            jaas.string(&k, "a JAAS config")?,
-        );
-        jaas_key = Some(k);
     }
     ClientSecurity::from_configs(&client).map_err(|message| ConfigError::Invalid {
         // The message names the client key; the JAAS config itself is never shown.

@@ -586,13 +586,6 @@ impl<P: PartitionOps> Controller<P> {
         changed
     }
 
-    /// A quorum member that does not lead handles a request the way KIP-590's
-    /// forwarding does, through the quorum rather than a second RPC: it plans the change
-    /// against its own (caught-up) state and proposes it behind a
-    /// [`MetadataRecord::Guard`], which applies it only if nothing else committed in
-    /// between. It then waits for the guard's outcome: applied, the plan's answer is the
-    /// answer (the shard work already ran as for any committed change); skipped, it
-    /// plans again. Clients never see NOT_CONTROLLER while the quorum has a leader.
     /// The state's plan for `request`, less the new topics and partitions this node has
     /// no open files left for ([`crate::capacity`]).
     fn plan(&mut self, request: &AdminRequest) -> crate::state::Plan {
@@ -622,6 +615,13 @@ impl<P: PartitionOps> Controller<P> {
         plan
     }
 
+    /// A quorum member that does not lead handles a request the way KIP-590's
+    /// forwarding does, through the quorum rather than a second RPC: it plans the change
+    /// against its own (caught-up) state and proposes it behind a
+    /// [`MetadataRecord::Guard`], which applies it only if nothing else committed in
+    /// between. It then waits for the guard's outcome: applied, the plan's answer is the
+    /// answer (the shard work already ran as for any committed change); skipped, it
+    /// plans again. Clients never see NOT_CONTROLLER while the quorum has a leader.
     fn forward(&mut self, request: &AdminRequest) -> AdminResponse {
         const WAIT: std::time::Duration = std::time::Duration::from_secs(3);
         for _ in 0..FORWARD_ATTEMPTS {

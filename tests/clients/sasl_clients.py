@@ -55,6 +55,21 @@ def oauth_conf(a):
     }
 
 
+def consume(a, group):
+    """The distinct values confluent-kafka reads from --topic in group `group` (up to
+    --count, within 60 s)."""
+    c = Consumer(dict(ck_conf(a), **{"group.id": group, "auto.offset.reset": "earliest"}))
+    c.subscribe([a.topic])
+    got = set()
+    deadline = time.monotonic() + 60
+    while len(got) < a.count and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.add(m.value())
+    c.close()
+    return got
+
+
 def oauth(a):
     p = Producer(dict(ck_conf(a), acks="all"))
     errors = []
@@ -64,15 +79,7 @@ def oauth(a):
     left = p.flush(30)
     if left or errors:
         fail("produce over OAUTHBEARER: %d undelivered, %s" % (left, errors[:3]))
-    c = Consumer(dict(ck_conf(a), **{"group.id": "oauth-ck", "auto.offset.reset": "earliest"}))
-    c.subscribe([a.topic])
-    got = set()
-    deadline = time.monotonic() + 60
-    while len(got) < a.count and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.add(m.value())
-    c.close()
+    got = consume(a, "oauth-ck")
     if len(got) != a.count:
         fail("confluent-kafka consumed %d of %d over OAUTHBEARER" % (len(got), a.count))
     summary(produced=a.count, consumed=len(got))
@@ -103,15 +110,7 @@ def roundtrip(a):
     left = p.flush(30)
     if left or errors:
         fail("produce over SASL/PLAIN: %d undelivered, %s" % (left, errors[:3]))
-    c = Consumer(dict(ck_conf(a), **{"group.id": "sasl-ck", "auto.offset.reset": "earliest"}))
-    c.subscribe([a.topic])
-    got = set()
-    deadline = time.monotonic() + 60
-    while len(got) < a.count and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.add(m.value())
-    c.close()
+    got = consume(a, "sasl-ck")
     if len(got) != a.count:
         fail("confluent-kafka consumed %d of %d over SASL/PLAIN" % (len(got), a.count))
 

@@ -1585,15 +1585,21 @@ async fn coordinator_connection<'a>(
         .map_err(|e| format!("connecting to coordinator {node}: {e}"))
 }
 
-/// This broker's own cluster, as a client of it, bootstrapped from this broker.
-fn destination_cluster(image: &MetadataImage, mirror: &str) -> Result<SourceCluster, String> {
-    let config = ConnectionConfig {
+/// How the mirror's sync reaches this broker's own cluster: as a broker of it would
+/// (the inter-broker listener's security).
+fn destination_config(mirror: &str) -> ConnectionConfig {
+    ConnectionConfig {
         security: dataplane::client::security::inter_broker(),
         ..ConnectionConfig::new(
             &format!("twinlog-mirror-sync-{mirror}"),
             DESTINATION_CONNECT_TIMEOUT,
         )
-    };
+    }
+}
+
+/// This broker's own cluster, as a client of it, bootstrapped from this broker.
+fn destination_cluster(image: &MetadataImage, mirror: &str) -> Result<SourceCluster, String> {
+    let config = destination_config(mirror);
     SourceCluster::new(&own_address(image).to_string(), config)
         .map_err(|e| format!("this cluster as a client: {e}"))
 }
@@ -1617,13 +1623,7 @@ async fn connect_destination(
     mirror: &str,
 ) -> Result<KafkaConnection, String> {
     let addr = own_address(image);
-    let config = ConnectionConfig {
-        security: dataplane::client::security::inter_broker(),
-        ..ConnectionConfig::new(
-            &format!("twinlog-mirror-sync-{mirror}"),
-            DESTINATION_CONNECT_TIMEOUT,
-        )
-    };
+    let config = destination_config(mirror);
     KafkaConnection::connect_with(&addr.to_string(), &config)
         .await
         .map_err(|e| format!("connecting to this broker at {addr}: {e}"))
