@@ -71,27 +71,19 @@ pub struct MirrorManager {
     wake: event_listener::Event,
     /// Source of the claims of running actions ([`PartitionRuntime::busy`]).
     claims: std::cell::Cell<u64>,
-    /// Leader-epoch bumps of the STOPPING steps in flight, sent together.
-    bumps: RefCell<EpochBumps>,
 }
 
-/// The leader-epoch bumps STOPPING steps are waiting for. A failover stops many
-/// partitions at once; one BumpLeaderEpochs per partition was one metadata commit each,
-/// and each commit costs in proportion to the image, so a failover of n partitions cost
-/// n^2. The first step to ask sends the bumps of every step that asked meanwhile as one
-/// request, and again for those that asked while that one committed, until none waits.
-#[derive(Default)]
-struct EpochBumps {
-    waiting: Vec<EpochBump>,
-    sending: bool,
-}
+/// A mirror partition an action takes as a group with others of its mirror (PREPARING,
+/// STOPPING): its topic, number, and stored state when the tick decided.
+type Part = (Arc<TopicImage>, i32, MirrorStateEntry);
 
-/// A partition, the epoch its leader epoch must exceed, and where the outcome goes.
-type EpochBump = (
-    TopicPartition,
-    i32,
-    futures::channel::oneshot::Sender<Result<(), String>>,
-);
+/// What a group's steps share: the image it started from, its mirror, and the claim
+/// its task holds on its partitions.
+struct Group<'a> {
+    image: &'a MetadataImage,
+    mirror: &'a str,
+    claim: u64,
+}
 
 impl std::fmt::Debug for MirrorManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,6 +123,25 @@ fn lost_leadership(topic: &str, partition: i32) -> StepError {
     }
 }
 
+/// The partitions of a group's step outcomes, without what each answered.
+fn parts_only<T>(kept: Vec<(&Part, T)>) -> Vec<&Part> {
+    kept.into_iter().map(|(part, _)| part).collect()
+}
+
+/// A shard's refusal as a step's failure.
+fn step_error(e: ShardRequestError) -> StepError {
+    match e {
+        // The controller publishes a new topic before its shards have opened the logs:
+        // not a failure, the next tick tries again.
+        ShardRequestError::NotOpen { .. } => StepError {
+            message: e.to_string(),
+            retryable: true,
+            not_ours: true,
+        },
+        e => StepError::from(e.to_string()),
+    }
+}
+
 fn unexpected(reply: &ShardReply) -> StepError {
     StepError::from(format!("unexpected shard answer {reply:?}"))
 }
@@ -154,7 +165,6 @@ impl MirrorManager {
             in_flight: Rc::new(glommio::sync::Semaphore::new(ACTIONS_IN_FLIGHT_MAX as u64)),
             wake: event_listener::Event::new(),
             claims: std::cell::Cell::new(0),
-            bumps: RefCell::new(EpochBumps::default()),
         })
     }
 
@@ -365,9 +375,10 @@ impl MirrorManager {
         }
         let observed = self.observe(&image).await;
         let now = Instant::now();
-        // PREPARING partitions are grouped per mirror: one LME look-up for all of them.
-        let mut preparing: BTreeMap<String, Vec<(Arc<TopicImage>, i32, MirrorStateEntry)>> =
-            BTreeMap::new();
+        // PREPARING partitions are grouped per mirror (one LME look-up for all of them),
+        // and so are STOPPING ones (one round of steps for a whole failover).
+        let mut preparing: BTreeMap<String, Vec<Part>> = BTreeMap::new();
+        let mut stopping: BTreeMap<String, Vec<Part>> = BTreeMap::new();
         for topic in image.topics.values() {
             let Some((mirror, desired)) = topic.mirror() else {
                 continue;
@@ -425,12 +436,14 @@ impl MirrorManager {
                 }
                 match action {
                     Action::None => {}
-                    Action::Prepare => {
-                        preparing.entry(mirror.to_string()).or_default().push((
-                            Arc::clone(topic),
-                            p.partition,
-                            entry,
-                        ));
+                    Action::Prepare | Action::Stop => {
+                        let groups = if action == Action::Prepare {
+                            &mut preparing
+                        } else {
+                            &mut stopping
+                        };
+                        let part = (Arc::clone(topic), p.partition, entry);
+                        groups.entry(mirror.to_string()).or_default().push(part);
                     }
                     action => {
                         let claim = self.claim(&key);
@@ -454,7 +467,11 @@ impl MirrorManager {
                 }
             }
         }
-        for (mirror, parts) in preparing {
+        let groups = preparing
+            .into_iter()
+            .map(|g| (Action::Prepare, g))
+            .chain(stopping.into_iter().map(|g| (Action::Stop, g)));
+        for (action, (mirror, parts)) in groups {
             let claim = self.next_claim();
             for (topic, p, _) in &parts {
                 let key = (mirror.clone(), TopicPartition::new(topic.name.as_str(), *p));
@@ -463,13 +480,20 @@ impl MirrorManager {
             let me = Rc::clone(self);
             let image = Arc::clone(&image);
             glommio::spawn_local(async move {
-                me.prepare(&image, &mirror, &parts, claim).await;
+                if action == Action::Prepare {
+                    me.prepare(&image, &mirror, &parts, claim).await;
+                } else {
+                    me.stop_all(&image, &mirror, &parts, claim).await;
+                }
                 for (topic, p, _) in &parts {
                     me.release(
                         &(mirror.clone(), TopicPartition::new(topic.name.as_str(), *p)),
                         claim,
                     );
                 }
+                // What the group finished (STOPPED, PREPARING done) may decide the next
+                // step at once, not a tick later.
+                me.poke();
             })
             .detach();
         }
@@ -627,7 +651,8 @@ impl MirrorManager {
     ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
         let (target, result) = match action {
-            Action::None | Action::Prepare => return,
+            // Groups, per mirror: `prepare`, `stop_all`.
+            Action::None | Action::Prepare | Action::Stop => return,
             Action::MarkStopped => (
                 MirrorPartitionState::Stopped,
                 self.set_shard_state(image, &tp, MirrorPartitionState::Stopped)
@@ -642,10 +667,6 @@ impl MirrorManager {
                 MirrorPartitionState::Failed,
                 self.set_shard_state(image, &tp, MirrorPartitionState::Failed)
                     .await,
-            ),
-            Action::Stop => (
-                MirrorPartitionState::Stopping,
-                self.stop(image, topic, mirror, partition, &entry).await,
             ),
             Action::Pause => (
                 MirrorPartitionState::Pausing,
@@ -709,12 +730,43 @@ impl MirrorManager {
         error: Option<String>,
         truncated_records: i64,
     ) -> Result<(), StepError> {
+        let entry = self.state_entry(
+            image,
+            topic,
+            mirror,
+            partition,
+            state,
+            previous,
+            retry_attempt,
+            error,
+            truncated_records,
+        )?;
+        self.write_entries(mirror, &topic.name, vec![entry]).await?;
+        tracing::info!(%mirror, topic = %topic.name, partition, from = %previous, to = %state, "mirror partition state");
+        Ok(())
+    }
+
+    /// The entry that records `state` for a partition this broker still leads, at its
+    /// leader epoch and the stored state epoch.
+    #[allow(clippy::too_many_arguments)]
+    fn state_entry(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        state: MirrorPartitionState,
+        previous: MirrorPartitionState,
+        retry_attempt: i16,
+        error: Option<String>,
+        truncated_records: i64,
+    ) -> Result<MirrorStateEntry, StepError> {
         let stored = self.states.entry(mirror, topic.id, partition);
         let leader_epoch = self.led_at(image, &topic.name, partition)?;
         if stored.leader_epoch > leader_epoch {
             return Err(lost_leadership(&topic.name, partition));
         }
-        let entry = MirrorStateEntry {
+        Ok(MirrorStateEntry {
             partition,
             last_mirrored_epoch: -1,
             state: state.code(),
@@ -730,21 +782,19 @@ impl MirrorManager {
                 stored.truncated_records
             },
             last_mirrored_offset: -1,
-        };
-        self.write_entries(mirror, &topic.name, vec![entry]).await?;
-        tracing::info!(%mirror, topic = %topic.name, partition, from = %previous, to = %state, "mirror partition state");
-        Ok(())
+        })
     }
 
-    async fn write_lme(
+    /// The entry that records a partition's LME (and the offset that goes with it).
+    fn lme_entry(
         &self,
         mirror: &str,
         topic: &TopicImage,
         partition: i32,
         (lme, offset): (i32, i64),
-    ) -> Result<(), StepError> {
+    ) -> MirrorStateEntry {
         let stored = self.states.entry(mirror, topic.id, partition);
-        let entry = MirrorStateEntry {
+        MirrorStateEntry {
             partition,
             last_mirrored_epoch: lme,
             last_mirrored_offset: offset,
@@ -752,8 +802,7 @@ impl MirrorManager {
             leader_epoch: stored.leader_epoch,
             state_epoch: stored.state_epoch,
             ..MirrorStateEntry::default()
-        };
-        self.write_entries(mirror, &topic.name, vec![entry]).await
+        }
     }
 
     async fn write_entries(
@@ -762,29 +811,64 @@ impl MirrorManager {
         topic: &str,
         entries: Vec<MirrorStateEntry>,
     ) -> Result<(), StepError> {
+        let writes = entries.into_iter().map(|e| (topic, e)).collect();
+        self.write_many(mirror, writes)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<()>, StepError>>()
+            .map(|_| ())
+    }
+
+    /// One WriteMirrorStates for entries of `mirror`'s partitions, each with its topic;
+    /// each entry's outcome, in order.
+    async fn write_many(
+        &self,
+        mirror: &str,
+        writes: Vec<(&str, MirrorStateEntry)>,
+    ) -> Vec<Result<(), StepError>> {
+        if writes.is_empty() {
+            return Vec::new();
+        }
+        // Consecutive entries of one topic share its request topic; the response
+        // answers each request topic and partition in place.
+        let mut topics: Vec<MirrorStatesTopic> = Vec::new();
+        for (topic, entry) in writes {
+            match topics.last_mut() {
+                Some(t) if t.name == topic => t.partitions.push(entry),
+                _ => topics.push(MirrorStatesTopic {
+                    name: topic.to_string(),
+                    partitions: vec![entry],
+                }),
+            }
+        }
         let request = WriteMirrorStatesRequest {
             mirror_name: mirror.to_string(),
-            topics: vec![MirrorStatesTopic {
-                name: topic.to_string(),
-                partitions: entries,
-            }],
+            topics,
             stopped_topics: Vec::new(),
         };
         let response = self.states.write(&request).await;
-        for t in response.topics {
-            for p in t.partitions {
-                if p.error_code != 0 {
-                    return Err(format!(
-                        "writing __mirror_state for {topic}-{}: error {} {}",
-                        p.partition,
+        let mut outcomes = Vec::new();
+        for (asked, answered) in request.topics.iter().zip(&response.topics) {
+            for (entry, p) in asked.partitions.iter().zip(&answered.partitions) {
+                outcomes.push(if p.error_code == 0 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "writing __mirror_state for {}-{}: error {} {}",
+                        asked.name,
+                        entry.partition,
                         p.error_code,
-                        p.error_message.unwrap_or_default()
+                        p.error_message.as_deref().unwrap_or_default()
                     )
-                    .into());
-                }
+                    .into())
+                });
             }
         }
-        Ok(())
+        let asked: usize = request.topics.iter().map(|t| t.partitions.len()).sum();
+        outcomes.resize_with(asked, || {
+            Err("no answer for a mirror state write".to_string().into())
+        });
+        outcomes
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -869,16 +953,67 @@ impl MirrorManager {
         self.router
             .request(shard, request)
             .await
-            .map_err(|e| match e {
-                // The controller publishes a new topic before its shards have opened
-                // the logs: not a failure, the next tick tries again.
-                ShardRequestError::NotOpen { .. } => StepError {
-                    message: e.to_string(),
-                    retryable: true,
-                    not_ours: true,
-                },
-                e => StepError::from(e.to_string()),
+            .map_err(step_error)
+    }
+
+    /// Sends each of `parts` the request `ask` makes for it: one [`ShardRequest::Batch`]
+    /// per owning shard, the shards concurrently. Each partition's answer, in order.
+    async fn on_shards<'a>(
+        &self,
+        image: &MetadataImage,
+        parts: &[&'a Part],
+        ask: impl Fn(&Part) -> ShardRequest,
+    ) -> Vec<(&'a Part, Result<ShardReply, StepError>)> {
+        let mut by_shard: BTreeMap<usize, (Vec<usize>, Vec<ShardRequest>)> = BTreeMap::new();
+        let mut answers: Vec<Option<Result<ShardReply, StepError>>> = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let tp = TopicPartition::new(part.0.name.as_str(), part.1);
+            answers.push(None);
+            match image.partition(&tp) {
+                Some(p) => {
+                    let (places, requests) = by_shard.entry(p.shard).or_default();
+                    places.push(i);
+                    requests.push(ask(part));
+                }
+                None => {
+                    let e = format!("partition {tp} is not in the metadata image");
+                    answers[i] = Some(Err(e.into()));
+                }
+            }
+        }
+        let sends = by_shard
+            .into_iter()
+            .map(|(shard, (places, requests))| async move {
+                let n = requests.len();
+                let replies = match self
+                    .router
+                    .request(shard, ShardRequest::Batch(requests))
+                    .await
+                {
+                    Ok(ShardReply::Batch(replies)) if replies.len() == n => {
+                        replies.into_iter().map(|r| r.map_err(step_error)).collect()
+                    }
+                    Ok(other) => (0..n).map(|_| Err(unexpected(&other))).collect(),
+                    Err(e) => (0..n).map(|_| Err(step_error(e.clone()))).collect(),
+                };
+                (places, replies)
+            });
+        for (places, replies) in futures::future::join_all(sends).await {
+            let replies: Vec<Result<ShardReply, StepError>> = replies;
+            for (i, reply) in places.into_iter().zip(replies) {
+                answers[i] = Some(reply);
+            }
+        }
+        parts
+            .iter()
+            .zip(answers)
+            .map(|(part, a)| {
+                (
+                    *part,
+                    a.unwrap_or_else(|| Err("no shard answer".to_string().into())),
+                )
             })
+            .collect()
     }
 
     /// Tells the owning shard the partition's state (its read-only gate); any state but
@@ -918,7 +1053,7 @@ impl MirrorManager {
         self: &Rc<Self>,
         image: &Arc<MetadataImage>,
         mirror: &str,
-        parts: &[(Arc<TopicImage>, i32, MirrorStateEntry)],
+        parts: &[Part],
         claim: u64,
     ) {
         let mut started = Vec::with_capacity(parts.len());
@@ -1367,158 +1502,257 @@ impl MirrorManager {
         .await
     }
 
-    /// STOPPING: the six steps of `DECISIONS.md`, each idempotent, then STOPPED.
-    /// Raises `tp`'s leader epoch above `epoch`, in one BumpLeaderEpochs with the bumps
-    /// other STOPPING steps ask for meanwhile ([`EpochBumps`]).
-    async fn bump_epoch(&self, tp: &TopicPartition, epoch: i32) -> Result<(), String> {
-        let (tx, rx) = futures::channel::oneshot::channel();
-        let sends = {
-            let mut bumps = self.bumps.borrow_mut();
-            bumps.waiting.push((tp.clone(), epoch, tx));
-            !std::mem::replace(&mut bumps.sending, true)
-        };
-        if sends {
-            loop {
-                // Let the other steps of this tick ask first.
-                futures_lite::future::yield_now().await;
-                let batch = {
-                    let mut bumps = self.bumps.borrow_mut();
-                    let batch = std::mem::take(&mut bumps.waiting);
-                    bumps.sending = !batch.is_empty();
-                    batch
-                };
-                if batch.is_empty() {
-                    break;
-                }
-                let partitions = batch.iter().map(|(tp, e, _)| (tp.clone(), *e)).collect();
-                let answer = self
-                    .controller
-                    .submit(AdminRequest::BumpLeaderEpochs { partitions })
-                    .await;
-                let results = match &answer {
-                    Ok(AdminResponse::Results(r)) if r.len() == batch.len() => Some(r),
-                    _ => None,
-                };
-                for (i, (tp, _, tx)) in batch.into_iter().enumerate() {
-                    let outcome = match results.map(|r| &r[i]) {
-                        Some(r) if r.error_code == 0 => Ok(()),
-                        Some(r) => Err(format!("bumping the leader epoch of {tp}: {r:?}")),
-                        None => Err(format!("bumping the leader epoch of {tp}: {answer:?}")),
-                    };
-                    let _ = tx.send(outcome);
-                }
-            }
-        }
-        rx.await
-            .map_err(|_| format!("bumping the leader epoch of {tp}: no answer"))?
-    }
-
-    async fn stop(
-        &self,
-        image: &MetadataImage,
-        topic: &TopicImage,
-        mirror: &str,
-        partition: i32,
-        entry: &MirrorStateEntry,
-    ) -> Result<(), StepError> {
-        let tp = TopicPartition::new(topic.name.as_str(), partition);
-        self.enter(
-            image,
-            topic,
-            mirror,
-            partition,
-            entry,
-            MirrorPartitionState::Stopping,
-        )
-        .await?;
-        fail_point("stopping.after_record").await;
-        // 1. Remove the fetcher (and keep the partition read-only meanwhile).
-        self.set_shard_state(image, &tp, MirrorPartitionState::Stopping)
-            .await?;
-        fail_point("stopping.after_fetcher_removed").await;
+    /// STOPPING for a group of partitions of one mirror: the six steps of `DECISIONS.md`
+    /// (each idempotent), then STOPPED, taken by the whole group at once — one state
+    /// write per step, one request per shard per step, one BumpLeaderEpochs — so that a
+    /// failover of n partitions costs a few round trips, not a few per partition. A
+    /// partition whose step fails leaves the group FAILED and is retried with backoff.
+    async fn stop_all(&self, image: &MetadataImage, mirror: &str, parts: &[Part], claim: u64) {
         let source_cluster_id = image
             .mirrors
             .get(mirror)
             .map(|m| m.source_cluster_id().to_string())
             .unwrap_or_default();
-        // 2. Bump the partition leader epoch above every batch epoch in the log.
-        let request = ShardRequest::StopEpochToExceed {
-            tp: tp.clone(),
-            source_cluster_id: source_cluster_id.clone(),
+        let group = Group {
+            image,
+            mirror,
+            claim,
         };
-        let latest = match self.on_shard(image, &tp, request).await? {
-            ShardReply::EpochToExceed(e) => e,
-            other => return Err(unexpected(&other)),
-        };
-        if let Some(epoch) = latest {
-            let current_epoch = self
-                .metadata
-                .load()
-                .partition(&tp)
-                .map_or(-1, |p| p.leader_epoch);
-            if current_epoch <= epoch {
-                self.bump_epoch(&tp, epoch).await?;
-                self.wait_for_epoch_above(&tp, epoch).await?;
+        let tp_of = |(topic, p, _): &Part| TopicPartition::new(topic.name.as_str(), *p);
+        // STOPPING recorded (a restart may find it recorded already).
+        let entries = parts.iter().map(|(topic, p, entry)| {
+            let current = MirrorPartitionState::from_code(entry.state)
+                .unwrap_or(MirrorPartitionState::Unknown);
+            if current == MirrorPartitionState::Stopping {
+                return Ok(None);
             }
-        }
+            let retry = if current == MirrorPartitionState::Failed {
+                entry.retry_attempt
+            } else {
+                0
+            };
+            let stopping = MirrorPartitionState::Stopping;
+            self.state_entry(image, topic, mirror, *p, stopping, current, retry, None, -1)
+                .map(Some)
+        });
+        let live: Vec<&Part> = parts.iter().collect();
+        let written = self.record(mirror, &live, entries.collect()).await;
+        let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
+        fail_point("stopping.after_record").await;
+        // 1. Remove the fetchers (the partitions stay read-only meanwhile).
+        let asked = self
+            .on_shards(image, &live, |part| ShardRequest::SetMirrorState {
+                tp: tp_of(part),
+                state: MirrorPartitionState::Stopping,
+            })
+            .await;
+        let live = parts_only(self.keep(&group, asked).await);
+        fail_point("stopping.after_fetcher_removed").await;
+        // 2. Raise each leader epoch above every batch epoch in its log.
+        let asked = self
+            .on_shards(image, &live, |part| ShardRequest::StopEpochToExceed {
+                tp: tp_of(part),
+                source_cluster_id: source_cluster_id.clone(),
+            })
+            .await
+            .into_iter()
+            .map(|(part, reply)| match reply {
+                Ok(ShardReply::EpochToExceed(e)) => (part, Ok(e)),
+                Ok(other) => (part, Err(unexpected(&other))),
+                Err(e) => (part, Err(e)),
+            });
+        let exceed = self.keep(&group, asked).await;
+        let now = self.metadata.load();
+        let bumps: Vec<(TopicPartition, i32)> = exceed
+            .iter()
+            .filter_map(|(part, epoch)| {
+                let tp = tp_of(part);
+                let current = now.partition(&tp).map_or(-1, |p| p.leader_epoch);
+                epoch.filter(|e| current <= *e).map(|e| (tp, e))
+            })
+            .collect();
+        let mut raised: HashMap<TopicPartition, StepError> = self.raise_epochs(&bumps).await;
+        let live: Vec<&Part> = exceed.into_iter().map(|(part, _)| part).collect();
+        let bumped = live
+            .iter()
+            .map(|part| (*part, raised.remove(&tp_of(part)).map_or(Ok(()), Err)));
+        let live = parts_only(self.keep(&group, bumped).await);
         fail_point("stopping.after_epoch_bump").await;
-        // 3. Truncate to the LSO; 4. persist the LME.
-        let request = ShardRequest::StopTruncate {
-            tp: tp.clone(),
-            source_cluster_id: source_cluster_id.clone(),
-        };
-        let lme = match self.on_shard(image, &tp, request).await? {
-            ShardReply::Lme(lme) => lme,
-            other => return Err(unexpected(&other)),
-        };
+        // 3. Truncate to the LSO; 4. persist the LMEs.
+        let asked = self
+            .on_shards(image, &live, |part| ShardRequest::StopTruncate {
+                tp: tp_of(part),
+                source_cluster_id: source_cluster_id.clone(),
+            })
+            .await
+            .into_iter()
+            .map(|(part, reply)| match reply {
+                Ok(ShardReply::Lme(lme)) => (part, Ok(lme)),
+                Ok(other) => (part, Err(unexpected(&other))),
+                Err(e) => (part, Err(e)),
+            });
+        let truncated = self.keep(&group, asked).await;
         fail_point("stopping.after_truncate").await;
-        if let Some(lme) = lme {
-            if lme.0 >= 0 {
-                self.write_lme(mirror, topic, partition, lme).await?;
-            }
-        }
+        let live: Vec<&Part> = truncated.iter().map(|(part, _)| *part).collect();
+        let entries = truncated
+            .iter()
+            .map(|((topic, p, _), lme)| {
+                let lme = lme.filter(|(epoch, _)| *epoch >= 0);
+                Ok(lme.map(|lme| self.lme_entry(mirror, topic, *p, lme)))
+            })
+            .collect();
+        let written = self.record(mirror, &live, entries).await;
+        let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
         fail_point("stopping.after_lme").await;
-        // 5. The MIRROR_PID_RESET control batch, replicated to the ISR.
-        let request = ShardRequest::StopAppendPidReset {
-            tp: tp.clone(),
-            source_cluster_id,
-        };
-        self.on_shard(image, &tp, request).await?;
+        // 5. The MIRROR_PID_RESET control batches, replicated to the ISR.
+        let asked = self
+            .on_shards(image, &live, |part| ShardRequest::StopAppendPidReset {
+                tp: tp_of(part),
+                source_cluster_id: source_cluster_id.clone(),
+            })
+            .await;
+        let live = parts_only(self.keep(&group, asked).await);
         fail_point("stopping.after_pid_reset").await;
         // 6. STOPPED: writable.
-        self.settle(
-            image,
-            topic,
-            mirror,
-            partition,
+        let (stopping, stopped) = (
             MirrorPartitionState::Stopping,
             MirrorPartitionState::Stopped,
-        )
-        .await?;
-        tracing::info!(%mirror, %tp, lme = ?lme, "mirror partition STOPPED: writable");
-        Ok(())
+        );
+        let entries = live
+            .iter()
+            .map(|(topic, p, _)| {
+                self.state_entry(image, topic, mirror, *p, stopped, stopping, 0, None, -1)
+                    .map(Some)
+            })
+            .collect();
+        let written = self.record(mirror, &live, entries).await;
+        let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
+        let asked = self
+            .on_shards(image, &live, |part| ShardRequest::SetMirrorState {
+                tp: tp_of(part),
+                state: stopped,
+            })
+            .await;
+        let done = parts_only(self.keep(&group, asked).await);
+        for (topic, p, _) in &done {
+            tracing::debug!(%mirror, topic = %topic.name, partition = p, "mirror partition STOPPED: writable");
+        }
+        tracing::info!(%mirror, partitions = done.len(), of = parts.len(), "mirror partitions STOPPED: writable");
     }
 
-    /// Waits until this broker leads `tp` at an epoch above `epoch` (the bump a
-    /// STOPPING asked for has reached the image, and so the owning shard, which takes
-    /// leadership changes before the image is published).
-    async fn wait_for_epoch_above(&self, tp: &TopicPartition, epoch: i32) -> Result<(), StepError> {
+    /// The partitions of a group whose step succeeded, with what it answered; the others
+    /// go FAILED (during STOPPING) and are free for the next tick at once.
+    async fn keep<'a, T>(
+        &self,
+        group: &Group<'_>,
+        steps: impl IntoIterator<Item = (&'a Part, Result<T, StepError>)>,
+    ) -> Vec<(&'a Part, T)> {
+        let mut kept = Vec::new();
+        for (part, result) in steps {
+            match result {
+                Ok(t) => kept.push((part, t)),
+                Err(e) => {
+                    let (topic, p, _) = part;
+                    let entry = self.states.entry(group.mirror, topic.id, *p);
+                    let during = MirrorPartitionState::Stopping;
+                    self.fail(group.image, topic, group.mirror, *p, &entry, during, e)
+                        .await;
+                    let tp = TopicPartition::new(topic.name.as_str(), *p);
+                    self.release(&(group.mirror.to_string(), tp), group.claim);
+                }
+            }
+        }
+        kept
+    }
+
+    /// Writes the entries of a group's partitions (`None`: nothing to write for that
+    /// one) in one WriteMirrorStates; each partition's outcome, in `live`'s order.
+    async fn record(
+        &self,
+        mirror: &str,
+        live: &[&Part],
+        entries: Vec<Result<Option<MirrorStateEntry>, StepError>>,
+    ) -> Vec<Result<(), StepError>> {
+        let writes: Vec<(&str, MirrorStateEntry)> = live
+            .iter()
+            .zip(&entries)
+            .filter_map(|((topic, _, _), e)| match e {
+                Ok(Some(e)) => Some((topic.name.as_str(), e.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut outcomes = self.write_many(mirror, writes).await.into_iter();
+        entries
+            .into_iter()
+            .map(|e| match e {
+                Ok(Some(_)) => outcomes.next().unwrap_or_else(|| {
+                    Err("no answer for a mirror state write".to_string().into())
+                }),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
+    /// One BumpLeaderEpochs for every `(partition, epoch to exceed)`, then the wait until
+    /// the image shows each leader epoch above it (and so its owning shard, which takes
+    /// leadership changes before the image is published). The partitions that failed,
+    /// with why.
+    async fn raise_epochs(
+        &self,
+        bumps: &[(TopicPartition, i32)],
+    ) -> HashMap<TopicPartition, StepError> {
+        let mut failed = HashMap::new();
+        if bumps.is_empty() {
+            return failed;
+        }
+        let answer = self
+            .controller
+            .submit(AdminRequest::BumpLeaderEpochs {
+                partitions: bumps.to_vec(),
+            })
+            .await;
+        let results = match &answer {
+            Ok(AdminResponse::Results(r)) if r.len() == bumps.len() => Some(r),
+            _ => None,
+        };
+        let mut waiting: Vec<&(TopicPartition, i32)> = Vec::new();
+        for (i, bump) in bumps.iter().enumerate() {
+            let tp = &bump.0;
+            match results.map(|r| &r[i]) {
+                Some(r) if r.error_code == 0 => waiting.push(bump),
+                Some(r) => {
+                    let e = format!("bumping the leader epoch of {tp}: {r:?}");
+                    failed.insert(tp.clone(), e.into());
+                }
+                None => {
+                    let e = format!("bumping the leader epoch of {tp}: {answer:?}");
+                    failed.insert(tp.clone(), e.into());
+                }
+            }
+        }
         let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        while !waiting.is_empty() {
             let changed = self.metadata.listen();
             let image = self.metadata.load();
-            match image.partition(tp) {
+            waiting.retain(|(tp, epoch)| match image.partition(tp) {
                 Some(p) if p.leader != image.node_id => {
-                    return Err(lost_leadership(&tp.topic, tp.partition))
+                    failed.insert(tp.clone(), lost_leadership(&tp.topic, tp.partition));
+                    false
                 }
-                Some(p) if p.leader_epoch > epoch => return Ok(()),
-                _ => {}
-            }
+                Some(p) => p.leader_epoch <= *epoch,
+                None => true,
+            });
             let left = deadline.saturating_duration_since(Instant::now());
+            if waiting.is_empty() {
+                break;
+            }
             if left.is_zero() {
-                return Err(
-                    format!("{tp}: the leader epoch bump above {epoch} did not arrive").into(),
-                );
+                for (tp, epoch) in waiting.drain(..) {
+                    let e = format!("{tp}: the leader epoch bump above {epoch} did not arrive");
+                    failed.insert(tp.clone(), e.into());
+                }
+                break;
             }
             let _ = futures::future::select(
                 changed,
@@ -1526,6 +1760,7 @@ impl MirrorManager {
             )
             .await;
         }
+        failed
     }
 
     /// DescribeMirrors: per-partition state and lag of our mirrors, and the LME look-ups

@@ -146,6 +146,10 @@ pub enum ShardRequest {
     },
     /// ListTransactions: the transactions of the shard's loaded coordinators.
     ListTransactions,
+    /// Requests for partitions of this shard served concurrently, each with its own
+    /// answer in [`ShardReply::Batch`]: one hop per shard for a step taken by many
+    /// partitions at once (a failover's STOPPING), not one per partition.
+    Batch(Vec<ShardRequest>),
 }
 
 /// What a shard observes for one mirror partition.
@@ -252,6 +256,8 @@ pub enum ShardReply {
     Groups(Vec<crate::group::messages::ListedGroup>),
     Txn(Result<crate::txn::runtime::TxnAnswer, i16>),
     Transactions(Vec<crate::txn::runtime::ListedTransaction>),
+    /// The answers to a [`ShardRequest::Batch`], in its order.
+    Batch(Vec<Result<ShardReply, ShardRequestError>>),
 }
 
 impl ShardRouter {
@@ -529,5 +535,11 @@ pub async fn serve(
             Some(runtime) => runtime.list_transactions(ctx).await,
             None => Vec::new(),
         })),
+        R::Batch(requests) => {
+            let answers = requests.into_iter().map(|r| {
+                Box::pin(serve(ctx, r)) as std::pin::Pin<Box<dyn std::future::Future<Output = _>>>
+            });
+            Ok(ShardReply::Batch(futures::future::join_all(answers).await))
+        }
     }
 }
