@@ -123,6 +123,42 @@ fn lost_leadership(topic: &str, partition: i32) -> StepError {
     }
 }
 
+/// When each step of a group's action ended, from its start ("record 2ms, fetchers
+/// 3ms, ..."), for the action's summary line.
+struct StepClock {
+    started: Instant,
+    last: Instant,
+    steps: Vec<(&'static str, Duration)>,
+}
+
+impl Default for StepClock {
+    fn default() -> Self {
+        let now = Instant::now();
+        StepClock {
+            started: now,
+            last: now,
+            steps: Vec::new(),
+        }
+    }
+}
+
+impl StepClock {
+    fn mark(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.steps.push((step, now - self.last));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for StepClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (step, took) in &self.steps {
+            write!(f, "{step} {}ms, ", took.as_millis())?;
+        }
+        write!(f, "total {}ms", (self.last - self.started).as_millis())
+    }
+}
+
 /// The partitions of a group's step outcomes, without what each answered.
 fn parts_only<T>(kept: Vec<(&Part, T)>) -> Vec<&Part> {
     kept.into_iter().map(|(part, _)| part).collect()
@@ -1519,6 +1555,8 @@ impl MirrorManager {
             claim,
         };
         let tp_of = |(topic, p, _): &Part| TopicPartition::new(topic.name.as_str(), *p);
+        // How long each step took, for the summary line.
+        let mut took = StepClock::default();
         // STOPPING recorded (a restart may find it recorded already).
         let entries = parts.iter().map(|(topic, p, entry)| {
             let current = MirrorPartitionState::from_code(entry.state)
@@ -1538,6 +1576,7 @@ impl MirrorManager {
         let live: Vec<&Part> = parts.iter().collect();
         let written = self.record(mirror, &live, entries.collect()).await;
         let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
+        took.mark("record");
         fail_point("stopping.after_record").await;
         // 1. Remove the fetchers (the partitions stay read-only meanwhile).
         let asked = self
@@ -1547,6 +1586,7 @@ impl MirrorManager {
             })
             .await;
         let live = parts_only(self.keep(&group, asked).await);
+        took.mark("fetchers");
         fail_point("stopping.after_fetcher_removed").await;
         // 2. Raise each leader epoch above every batch epoch in its log.
         let asked = self
@@ -1577,6 +1617,7 @@ impl MirrorManager {
             .iter()
             .map(|part| (*part, raised.remove(&tp_of(part)).map_or(Ok(()), Err)));
         let live = parts_only(self.keep(&group, bumped).await);
+        took.mark("epochs");
         fail_point("stopping.after_epoch_bump").await;
         // 3. Truncate to the LSO; 4. persist the LMEs.
         let asked = self
@@ -1592,6 +1633,7 @@ impl MirrorManager {
                 Err(e) => (part, Err(e)),
             });
         let truncated = self.keep(&group, asked).await;
+        took.mark("truncate");
         fail_point("stopping.after_truncate").await;
         let live: Vec<&Part> = truncated.iter().map(|(part, _)| *part).collect();
         let entries = truncated
@@ -1603,6 +1645,7 @@ impl MirrorManager {
             .collect();
         let written = self.record(mirror, &live, entries).await;
         let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
+        took.mark("lme");
         fail_point("stopping.after_lme").await;
         // 5. The MIRROR_PID_RESET control batches, replicated to the ISR.
         let asked = self
@@ -1612,6 +1655,7 @@ impl MirrorManager {
             })
             .await;
         let live = parts_only(self.keep(&group, asked).await);
+        took.mark("pid_reset");
         fail_point("stopping.after_pid_reset").await;
         // 6. STOPPED: writable.
         let (stopping, stopped) = (
@@ -1637,7 +1681,8 @@ impl MirrorManager {
         for (topic, p, _) in &done {
             tracing::debug!(%mirror, topic = %topic.name, partition = p, "mirror partition STOPPED: writable");
         }
-        tracing::info!(%mirror, partitions = done.len(), of = parts.len(), "mirror partitions STOPPED: writable");
+        took.mark("stopped");
+        tracing::info!(%mirror, partitions = done.len(), of = parts.len(), steps = %took, "mirror partitions STOPPED: writable");
     }
 
     /// The partitions of a group whose step succeeded, with what it answered; the others

@@ -548,8 +548,9 @@ pub async fn stop_append_pid_reset(
             .map_err(|e| e.to_string())?;
         if log.config().flush_messages > 1 {
             // The reset is the failover's barrier: make it durable before STOPPED is
-            // persisted, whatever the topic's flush settings.
-            log.flush(now).await.map_err(|e| e.to_string())?;
+            // persisted, whatever the topic's flush settings (its bytes: recovery
+            // rebuilds the rest from them).
+            log.sync_data().await.map_err(|e| e.to_string())?;
         }
     }
     let (end, min_isr) = (

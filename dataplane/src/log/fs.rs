@@ -204,10 +204,7 @@ pub async fn write_all_at(
 
 /// Replaces `path` atomically: write a temp file, fsync it, rename over, fsync the dir.
 pub async fn write_atomic(path: &Path, data: Vec<u8>) -> FsResult<()> {
-    let tmp = path.with_extension(match path.extension() {
-        Some(ext) => format!("{}.tmp", ext.to_string_lossy()),
-        None => "tmp".to_string(),
-    });
+    let tmp = tmp_path(path);
     let file = BufferedFile::create(&tmp)
         .await
         .map_err(fs_err("create", &tmp))?;
@@ -218,6 +215,13 @@ pub async fn write_atomic(path: &Path, data: Vec<u8>) -> FsResult<()> {
         .await
         .map_err(fs_err("rename", &tmp))?;
     sync_dir(path.parent().unwrap_or(Path::new("."))).await
+}
+
+fn tmp_path(path: &Path) -> PathBuf {
+    path.with_extension(match path.extension() {
+        Some(ext) => format!("{}.tmp", ext.to_string_lossy()),
+        None => "tmp".to_string(),
+    })
 }
 
 /// fsyncs a directory so renames and creations in it are durable.

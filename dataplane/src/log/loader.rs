@@ -153,6 +153,7 @@ impl PartitionLog {
             high_watermark: first_base,
             recovery_point: first_base,
             epoch_cache: LeaderEpochCache::new(),
+            epochs_unwritten: false,
             producer_state: ProducerStateManager::new(0),
             topic_id,
             unflushed_records: 0,

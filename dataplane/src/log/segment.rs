@@ -863,6 +863,17 @@ impl LogSegment {
         }
     }
 
+    /// fsyncs the `.log`'s bytes only: its index entries stay in memory until the next
+    /// [`flush`](Self::flush), which is safe because recovery rebuilds them from the log
+    /// past the recovery point, which this does not move.
+    pub async fn sync_data(&mut self) -> FsResult<()> {
+        self.trim_padding().await?;
+        self.log
+            .fdatasync()
+            .await
+            .map_err(fs_err("fsync", &self.log_path))
+    }
+
     /// Writes new index entries to their files and fsyncs the `.log` when `sync`.
     pub async fn flush(&mut self, sync: bool) -> FsResult<()> {
         if sync {

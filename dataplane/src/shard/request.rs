@@ -152,6 +152,16 @@ pub enum ShardRequest {
     Batch(Vec<ShardRequest>),
 }
 
+/// How many requests of one [`ShardRequest::Batch`] a shard serves at once: enough to
+/// overlap their fsyncs, few enough that the files they open stay far below the
+/// descriptor limit (a failover's batch holds every partition of the shard).
+const BATCH_IN_FLIGHT_MAX: usize = 256;
+
+/// One answer of a [`ShardRequest::Batch`] in flight.
+type BoxedAnswer<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<ShardReply, ShardRequestError>> + 'a>,
+>;
+
 /// What a shard observes for one mirror partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MirrorObservation {
@@ -536,10 +546,13 @@ pub async fn serve(
             None => Vec::new(),
         })),
         R::Batch(requests) => {
-            let answers = requests.into_iter().map(|r| {
-                Box::pin(serve(ctx, r)) as std::pin::Pin<Box<dyn std::future::Future<Output = _>>>
-            });
-            Ok(ShardReply::Batch(futures::future::join_all(answers).await))
+            use futures::StreamExt;
+            let answers = futures::stream::iter(requests)
+                .map(|r| Box::pin(serve(ctx, r)) as BoxedAnswer<'_>)
+                .buffered(BATCH_IN_FLIGHT_MAX)
+                .collect()
+                .await;
+            Ok(ShardReply::Batch(answers))
         }
     }
 }
