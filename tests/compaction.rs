@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mirror_support::{add_topics, caught_up, connect, create_mirror, read_log, wait_for};
+use mirror_support::{
+    add_topics, caught_up, connect, create_mirror, describe_topic_configs, read_log, wait_for,
+};
 use support::kafka::{expect_ok, kafka_dump_problems, missing_kafka, run_java, run_tool};
 use support::{skip_if, summary_field, Broker};
 
@@ -437,6 +439,12 @@ fn a_mirrored_compacted_topic_outlives_its_retention_and_matches_the_source() {
     assert_eq!(r.error_code, 0, "{r:?}");
     let r = add_topics(&dest.bootstrap(), "dr", &[topic]);
     assert_eq!(r.error_code, 0, "{r:?}");
+    // The copy is created with the source's configs, before the first metadata sync:
+    // its first records already land in 4 KiB segments the cleaner can take.
+    let configs = describe_topic_configs(&dest.bootstrap(), topic);
+    for (key, value) in [("cleanup.policy", "compact"), ("segment.bytes", "4096")] {
+        assert_eq!(configs.get(key).map(String::as_str), Some(value), "{key}");
+    }
     let ends = BTreeMap::from([((topic.to_string(), 0), 1000i64)]);
     wait_for(
         &dest.bootstrap(),

@@ -1495,6 +1495,7 @@ mod tests {
             results(c.handle(&AdminRequest::AddTopicsToMirror {
                 mirror: "m".into(),
                 topics: names.iter().map(|n| no_id(n)).collect(),
+                configs: Default::default(),
             }))
         };
         assert_eq!(codes(&add(&mut c, &["old-a", "old-b"])), vec![0, 0]);

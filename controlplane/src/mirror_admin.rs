@@ -274,11 +274,15 @@ impl ControllerState {
     }
 
     /// A topic whose source reports no topic id (`topic_id` nil, partition count set)
-    /// gets an id assigned here and the `mirror.source.topic.id=none` config.
+    /// gets an id assigned here and the `mirror.source.topic.id=none` config. A topic
+    /// created here starts with `source_configs` (the synced part of its source's);
+    /// one this broker cannot take (a value Kafka allows and we do not) is left out
+    /// with a warning, and the metadata sync reports it.
     pub(crate) fn plan_add_topics_to_mirror(
         &self,
         mirror: &str,
         topics: &[MirrorTopicMetadata],
+        source_configs: &BTreeMap<String, BTreeMap<String, String>>,
         new_topic_id: &mut dyn FnMut() -> uuid::Uuid,
     ) -> Plan {
         if self.mirror_configs(mirror).is_none() {
@@ -376,10 +380,11 @@ impl ControllerState {
                     ),
                 )
             } else {
-                let mut configs = BTreeMap::from([(
+                let mut configs = self.initial_mirror_topic_configs(name, source_configs.get(name));
+                configs.insert(
                     MIRROR_NAME_CONFIG.to_string(),
                     mirror_name_value(mirror, DesiredMirrorState::Mirroring),
-                )]);
+                );
                 let id = if t.topic_id.is_nil() {
                     configs.insert(
                         MIRROR_SOURCE_TOPIC_ID_CONFIG.to_string(),
@@ -719,6 +724,31 @@ impl ControllerState {
     }
 
     /// Records for a new topic with a known id.
+    /// The source's configs a new mirror topic can take: each one must make a valid
+    /// log config with the ones before it, and mirror configs never come from a source.
+    fn initial_mirror_topic_configs(
+        &self,
+        topic: &str,
+        source: Option<&BTreeMap<String, String>>,
+    ) -> BTreeMap<String, String> {
+        let mut scratch = self.settings.default_log_config.clone();
+        let mut out = BTreeMap::new();
+        for (key, value) in source.into_iter().flatten() {
+            if crate::state::is_mirror_config(key) {
+                continue;
+            }
+            match dataplane::log::config::apply_topic_config(&mut scratch, key, value) {
+                Ok(()) => {
+                    out.insert(key.clone(), value.clone());
+                }
+                Err(e) => {
+                    tracing::warn!(%topic, config = %key, %value, error = %e, "a new mirror topic starts without a source config this broker does not take");
+                }
+            }
+        }
+        out
+    }
+
     pub(crate) fn push_new_topic(
         &self,
         plan: &mut Plan,

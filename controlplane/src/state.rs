@@ -57,7 +57,7 @@ pub fn is_internal_topic(name: &str) -> bool {
     name.starts_with("__")
 }
 
-fn is_mirror_config(name: &str) -> bool {
+pub(crate) fn is_mirror_config(name: &str) -> bool {
     MIRROR_TOPIC_CONFIG_NAMES.contains(&name)
 }
 
@@ -982,9 +982,11 @@ impl ControllerState {
             AdminRequest::CreateMirror { name, configs } => {
                 self.plan_create_mirror(name, configs, new_topic_id)
             }
-            AdminRequest::AddTopicsToMirror { mirror, topics } => {
-                self.plan_add_topics_to_mirror(mirror, topics, new_topic_id)
-            }
+            AdminRequest::AddTopicsToMirror {
+                mirror,
+                topics,
+                configs,
+            } => self.plan_add_topics_to_mirror(mirror, topics, configs, new_topic_id),
             AdminRequest::SetMirrorTopicsState {
                 mirror,
                 topics,

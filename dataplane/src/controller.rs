@@ -68,6 +68,9 @@ pub enum AdminRequest {
     AddTopicsToMirror {
         mirror: String,
         topics: Vec<crate::wire::mirror::MirrorTopicMetadata>,
+        /// The synced part of each source topic's configs, by name: a topic created
+        /// here starts with them (an existing one is left to the metadata sync).
+        configs: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     },
     /// RemoveTopicsFromMirror, PauseMirrorTopics, ResumeMirrorTopics: move topics of
     /// `mirror` to `desired`.

@@ -48,6 +48,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use dataplane::client::topic_configs::{
+    describe_source_topic_configs, excluded_topic_configs, plan_topic_configs,
+};
 use dataplane::client::{
     ClientError, ClusterMetadata, ConnectionConfig, KafkaConnection, SourceCluster,
 };
@@ -58,10 +61,9 @@ use dataplane::metadata::{pattern_list, MetadataCell, MetadataImage, MirrorImage
 use dataplane::types::TopicPartition;
 use dataplane::wire::mirror::{
     keys, AddTopicsToMirrorRequest, DesiredMirrorState, MirrorRequest, MirrorResponse,
-    MirrorSyncStatus, MirrorTopicMetadata, RemoveTopicsFromMirrorRequest, MIRROR_NAME_CONFIG,
+    MirrorSyncStatus, MirrorTopicMetadata, RemoveTopicsFromMirrorRequest,
     MIRROR_SOURCE_TOPIC_ID_CONFIG, NO_SOURCE_TOPIC_ID,
 };
-use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -70,9 +72,8 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeConfigsRequest, DescribeGroupsRequest, FindCoordinatorRequest,
-    GroupId, ListGroupsRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    TopicName,
+    ApiKey, BrokerId, DescribeGroupsRequest, FindCoordinatorRequest, GroupId, ListGroupsRequest,
+    ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::ResponseError;
@@ -88,8 +89,6 @@ pub const REFRESH_INTERVAL_MIN_MS: u64 = 100;
 const TICK: Duration = Duration::from_millis(100);
 /// Source groups considered per run at most; the rest wait for a later run.
 pub const GROUPS_PER_RUN_MAX: usize = 10_000;
-/// Topics per DescribeConfigs request to the source.
-const CONFIG_RESOURCES_PER_REQUEST_MAX: usize = 100;
 /// Groups per DescribeGroups request to this broker.
 const DESCRIBE_GROUPS_PER_REQUEST_MAX: usize = 100;
 /// Errors named in a step's error message at most (the rest are counted).
@@ -118,25 +117,6 @@ pub mod steps {
     ];
 }
 
-/// Topic configs never synced unless a mirror says otherwise (reference §3.3, both the
-/// base and the newer list). `mirror.name` is excluded on top of these, always.
-pub const DEFAULT_TOPIC_PROPERTIES_EXCLUDE: &[&str] = &[
-    "follower.replication.throttled.replicas",
-    "leader.replication.throttled.replicas",
-    "message.timestamp.difference.max.ms",
-    "log.message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms",
-    "message.timestamp.type",
-    "unclean.leader.election.enable",
-    "min.insync.replicas",
-    "mirror.replication.throttled.replicas",
-    "mirror.support.unclean.leader.election",
-];
-
-/// `ConfigSource` of a config set on the topic itself.
-const DYNAMIC_TOPIC_CONFIG: i8 = 1;
-/// `ConfigResource.Type.TOPIC`.
-const RESOURCE_TOPIC: i8 = 2;
 /// ListOffsets timestamps: the log start and the log end.
 const EARLIEST_TIMESTAMP: i64 = -2;
 const LATEST_TIMESTAMP: i64 = -1;
@@ -270,52 +250,6 @@ pub fn check_source_cluster_id(expected: &str, actual: Option<&str>) -> Result<(
         )),
         _ => Ok(()),
     }
-}
-
-/// Topic configs never synced for a mirror: the defaults, the mirror's own
-/// `topic.properties.exclude` list, and `mirror.name`.
-pub fn excluded_topic_configs(mirror_configs: &BTreeMap<String, String>) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = DEFAULT_TOPIC_PROPERTIES_EXCLUDE
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    if let Some(list) = mirror_configs.get("topic.properties.exclude") {
-        out.extend(
-            list.split(',')
-                .map(str::trim)
-                .filter(|k| !k.is_empty())
-                .map(str::to_string),
-        );
-    }
-    out.insert(MIRROR_NAME_CONFIG.to_string());
-    out
-}
-
-/// The IncrementalAlterConfigs changes (`None`: delete) that make a local topic's
-/// synced configs equal the source's explicit ones. Keys outside Kafka's catalog and
-/// excluded keys are left alone on both sides.
-pub fn plan_topic_configs(
-    source_explicit: &BTreeMap<String, String>,
-    local_explicit: &BTreeMap<String, String>,
-    excluded: &BTreeSet<String>,
-) -> Vec<(String, Option<String>)> {
-    let synced = |k: &str| {
-        dataplane::kafka_configs::topic_config(k).is_some()
-            && !excluded.contains(k)
-            && k != MIRROR_NAME_CONFIG
-    };
-    let mut out = Vec::new();
-    for (k, v) in source_explicit.iter().filter(|(k, _)| synced(k)) {
-        if local_explicit.get(k) != Some(v) {
-            out.push((k.clone(), Some(v.clone())));
-        }
-    }
-    for k in local_explicit.keys() {
-        if synced(k) && !source_explicit.contains_key(k) {
-            out.push((k.clone(), None));
-        }
-    }
-    out
 }
 
 /// Why a mirrored topic no longer has a source, per one Metadata answer: the source
@@ -1241,64 +1175,40 @@ impl MirrorSync {
             .any_connection()
             .await
             .map_err(|e| format!("cannot reach the source: {e}"))?;
-        let v = version(conn, ApiKey::DescribeConfigs, 1, 4)?;
+        let names: Vec<String> = topics.iter().map(|t| t.name.clone()).collect();
+        let described = describe_source_topic_configs(conn, &names).await?;
         let mut errors = Vec::new();
-        for chunk in topics.chunks(CONFIG_RESOURCES_PER_REQUEST_MAX) {
-            let req = DescribeConfigsRequest::default().with_resources(
-                chunk
-                    .iter()
-                    .map(|t| {
-                        DescribeConfigsResource::default()
-                            .with_resource_type(RESOURCE_TOPIC)
-                            .with_resource_name(str_bytes(&t.name))
-                            .with_configuration_keys(None)
-                    })
-                    .collect(),
-            );
-            let resp = conn
-                .send(&req, v)
-                .await
-                .map_err(|e| request_error("DescribeConfigs on the source", e))?;
-            for r in resp.results {
-                let topic = r.resource_name.to_string();
-                if r.error_code != 0 {
-                    errors.push(format!(
-                        "{topic}: DescribeConfigs on the source: {} {}",
-                        error_name(r.error_code),
-                        r.error_message.as_deref().unwrap_or("")
-                    ));
-                    continue;
-                }
-                let source_explicit: BTreeMap<String, String> = r
-                    .configs
-                    .iter()
-                    .filter(|c| c.config_source == DYNAMIC_TOPIC_CONFIG && !c.is_sensitive)
-                    .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
-                    .collect();
-                // The freshest local view: the topic may have left the mirror meanwhile.
-                let image = self.metadata.load();
-                let Some(local) = image.topic(&topic) else {
-                    continue;
-                };
-                if local.mirror() != Some((mirror_name, DesiredMirrorState::Mirroring)) {
-                    continue;
-                }
-                let changes = plan_topic_configs(&source_explicit, &local.configs, &excluded);
-                if changes.is_empty() {
-                    continue;
-                }
-                tracing::info!(mirror = %mirror_name, %topic, ?changes, "syncing topic configs from the source");
-                if let Err(e) = self
-                    .admin(AdminRequest::AlterTopicConfigs {
-                        topic: topic.clone(),
-                        configs: changes,
-                        incremental: true,
-                        validate_only: false,
-                    })
-                    .await
-                {
+        for (topic, source_explicit) in described {
+            let source_explicit = match source_explicit {
+                Ok(c) => c,
+                Err(e) => {
                     errors.push(format!("{topic}: {e}"));
+                    continue;
                 }
+            };
+            // The freshest local view: the topic may have left the mirror meanwhile.
+            let image = self.metadata.load();
+            let Some(local) = image.topic(&topic) else {
+                continue;
+            };
+            if local.mirror() != Some((mirror_name, DesiredMirrorState::Mirroring)) {
+                continue;
+            }
+            let changes = plan_topic_configs(&source_explicit, &local.configs, &excluded);
+            if changes.is_empty() {
+                continue;
+            }
+            tracing::info!(mirror = %mirror_name, %topic, ?changes, "syncing topic configs from the source");
+            if let Err(e) = self
+                .admin(AdminRequest::AlterTopicConfigs {
+                    topic: topic.clone(),
+                    configs: changes,
+                    incremental: true,
+                    validate_only: false,
+                })
+                .await
+            {
+                errors.push(format!("{topic}: {e}"));
             }
         }
         errors_to_result(&errors)
@@ -1656,7 +1566,7 @@ mod tests {
             partitions: (0..partitions)
                 .map(|p| PartitionImage::single(p, 0, 0, 0))
                 .collect(),
-            configs: map(&[(MIRROR_NAME_CONFIG, "m")]),
+            configs: map(&[(dataplane::wire::mirror::MIRROR_NAME_CONFIG, "m")]),
             log_config: Default::default(),
             internal: false,
         }
@@ -1791,51 +1701,6 @@ mod tests {
         let none = GroupFilter::from_configs(&map(&[("groups.include", "")])).expect("valid");
         assert!(!none.matches("g"));
         assert!(GroupFilter::from_configs(&map(&[("groups.include", "(")])).is_err());
-    }
-
-    #[test]
-    fn excluded_configs_add_the_mirror_list_to_the_defaults() {
-        let ex = excluded_topic_configs(&map(&[(
-            "topic.properties.exclude",
-            " retention.bytes ,, segment.ms",
-        )]));
-        assert!(ex.contains("min.insync.replicas"));
-        assert!(ex.contains("message.timestamp.type"));
-        assert!(ex.contains("retention.bytes"));
-        assert!(ex.contains("segment.ms"));
-        assert!(ex.contains(MIRROR_NAME_CONFIG));
-        assert!(!ex.contains("retention.ms"));
-    }
-
-    #[test]
-    fn config_plan_sets_changes_and_removes_what_the_source_dropped() {
-        let excluded =
-            excluded_topic_configs(&map(&[("topic.properties.exclude", "retention.bytes")]));
-        let source = map(&[
-            ("retention.ms", "1000"),
-            ("cleanup.policy", "compact"),
-            ("min.insync.replicas", "2"),
-            ("retention.bytes", "5"),
-            ("some.unknown.key", "x"),
-            (MIRROR_NAME_CONFIG, "other"),
-        ]);
-        let local = map(&[
-            ("retention.ms", "1000"),
-            ("segment.ms", "99"),
-            ("retention.bytes", "7"),
-            ("min.insync.replicas", "1"),
-            (MIRROR_NAME_CONFIG, "m"),
-        ]);
-        assert_eq!(
-            plan_topic_configs(&source, &local, &excluded),
-            vec![
-                ("cleanup.policy".to_string(), Some("compact".to_string())),
-                ("segment.ms".to_string(), None),
-            ]
-        );
-        // In step: nothing to do.
-        let same = map(&[("retention.ms", "1000"), (MIRROR_NAME_CONFIG, "m")]);
-        assert!(plan_topic_configs(&map(&[("retention.ms", "1000")]), &same, &excluded).is_empty());
     }
 
     #[test]

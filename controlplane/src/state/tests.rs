@@ -664,3 +664,48 @@ fn brokers_are_listed_at_their_address_on_the_clients_listener() {
     assert_eq!(on("OTHER"), [(2, "127.0.0.1:9094".into())]);
     assert_eq!(image.endpoints([1], "EXTERNAL")[0].2, 9094);
 }
+
+#[test]
+fn a_new_mirror_topic_starts_with_the_source_configs_this_broker_takes() {
+    let mut state = cluster(1);
+    let created = AdminRequest::CreateMirror {
+        name: "m".into(),
+        configs: vec![("bootstrap.servers".into(), Some("10.0.0.9:9092".into()))],
+    };
+    assert_eq!(plan_apply(&mut state, created), vec![0]);
+    let source = BTreeMap::from([(
+        "t".to_string(),
+        BTreeMap::from([
+            ("segment.bytes".to_string(), "4096".to_string()),
+            ("cleanup.policy".to_string(), "compact".to_string()),
+            ("retention.ms".to_string(), "not-a-number".to_string()),
+            ("mirror.name".to_string(), "other".to_string()),
+        ]),
+    )]);
+    let add = AdminRequest::AddTopicsToMirror {
+        mirror: "m".into(),
+        topics: vec![dataplane::wire::mirror::MirrorTopicMetadata {
+            topic_id: uuid::Uuid::from_u128(7),
+            name: "t".into(),
+            num_partitions: 2,
+        }],
+        configs: source,
+    };
+    assert_eq!(plan_apply(&mut state, add), vec![0]);
+    let image = state.image();
+    let t = image.topic("t").expect("created");
+    assert_eq!(
+        t.configs.get("segment.bytes").map(String::as_str),
+        Some("4096")
+    );
+    assert_eq!(
+        t.configs.get("cleanup.policy").map(String::as_str),
+        Some("compact")
+    );
+    assert!(
+        !t.configs.contains_key("retention.ms"),
+        "an invalid value is left out"
+    );
+    assert_eq!(t.configs.get("mirror.name").map(String::as_str), Some("m"));
+    assert_eq!(t.log_config.segment_bytes, 4096);
+}

@@ -11,6 +11,9 @@ use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::ResponseError;
 
 use crate::client::cluster::SourceCluster;
+use crate::client::topic_configs::{
+    describe_source_topic_configs, excluded_topic_configs, initial_topic_configs,
+};
 use crate::client::ConnectionConfig;
 use crate::controller::{AdminRequest, AdminResponse, AdminResult};
 
@@ -292,6 +295,40 @@ async fn actual_states(
     }
 }
 
+/// The synced part of the source configs of `topics`, by name. A topic the source
+/// cannot describe starts without them (logged); the metadata sync retries and
+/// reports it.
+async fn new_topic_configs(
+    source: &mut SourceCluster,
+    mirror: &crate::metadata::MirrorImage,
+    topics: &[String],
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let described = match source.any_connection().await {
+        Ok(conn) => describe_source_topic_configs(conn, topics).await,
+        Err(e) => Err(format!("cannot reach the source: {e}")),
+    };
+    let described = match described {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(mirror = %mirror.name, error = %e, "new mirror topics start with this broker's default configs until the metadata sync");
+            return BTreeMap::new();
+        }
+    };
+    let excluded = excluded_topic_configs(&mirror.configs);
+    let mut out = BTreeMap::new();
+    for (topic, configs) in described {
+        match configs {
+            Ok(c) => {
+                out.insert(topic, initial_topic_configs(&c, &excluded));
+            }
+            Err(e) => {
+                tracing::warn!(mirror = %mirror.name, %topic, error = %e, "a new mirror topic starts with this broker's default configs until the metadata sync");
+            }
+        }
+    }
+    out
+}
+
 async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTopicsResponse {
     let image = ctx.metadata.load();
     let Some(mirror) = image.mirrors.get(&r.mirror_name).cloned() else {
@@ -355,6 +392,7 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
             );
         }
     }
+    let mut source_configs = BTreeMap::new();
     // Topic ids and partition counts come from the source, and the source and loop
     // checks run even when the request brings ids and counts (audit, smaller items).
     {
@@ -481,6 +519,17 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
                 }
             }
         }
+        // A topic created here starts with the source's configs: fetching into a topic
+        // with the broker's defaults until the first sync would, for one, put a compacted
+        // topic's first records in a segment far larger than the source's.
+        let new_topics: Vec<String> = wanted
+            .iter()
+            .filter(|w| !per_topic_errors.contains_key(&w.name) && image.topic(&w.name).is_none())
+            .map(|w| w.name.clone())
+            .collect();
+        if !new_topics.is_empty() {
+            source_configs = new_topic_configs(&mut source, &mirror, &new_topics).await;
+        }
     }
     // Local topics already in this mirror must be STOPPED or UNKNOWN everywhere (a
     // restart after failover); desired MIRRORING is an idempotent no-op.
@@ -546,6 +595,7 @@ async fn add_topics(ctx: &Rc<ShardCtx>, r: AddTopicsToMirrorRequest) -> MirrorTo
             AdminRequest::AddTopicsToMirror {
                 mirror: r.mirror_name.clone(),
                 topics: forward,
+                configs: source_configs,
             },
             &names,
         )

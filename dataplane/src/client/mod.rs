@@ -32,6 +32,7 @@ pub mod codec;
 pub mod conn;
 pub mod security;
 mod session;
+pub mod topic_configs;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
