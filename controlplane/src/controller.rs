@@ -481,12 +481,23 @@ impl<P: PartitionOps> Controller<P> {
         self.maintain_cluster() || changed
     }
 
-    /// Snapshots the metadata when the log grew long enough, or a learner needs one.
+    /// Snapshots the metadata when the log grew long enough, or a learner needs one:
+    /// the controller thread calls it when nothing else is queued.
+    pub fn snapshot_if_due(&mut self) {
+        self.snapshot_past(crate::quorum::journal::SNAPSHOT_EVERY);
+    }
+
+    /// Snapshots the metadata in the middle of work only once the log grew far longer
+    /// than [`snapshot_if_due`](Self::snapshot_if_due) lets it (or a learner needs one).
     fn maybe_snapshot(&mut self) {
+        self.snapshot_past(crate::quorum::journal::SNAPSHOT_OVERDUE);
+    }
+
+    fn snapshot_past(&mut self, min_entries: usize) {
         let state = &self.state;
         if let Err(e) = self
             .journal
-            .maybe_snapshot(state.applied(), || state.image_records())
+            .maybe_snapshot(min_entries, state.applied(), || state.image_records())
         {
             // The log just stays longer until the next attempt.
             tracing::error!(error = %e, "cannot take a metadata snapshot");

@@ -155,6 +155,10 @@ fn run<P: PartitionOps>(mut controller: Controller<P>, receiver: async_channel::
                 controller.catch_up();
             }
         }
+        // Snapshots wait for a moment with nothing queued (answers first).
+        if receiver.is_empty() && !receiver.is_closed() {
+            controller.snapshot_if_due();
+        }
     }
     tracing::info!("controller stopped");
 }

@@ -28,6 +28,8 @@ use super::{
 
 /// How often `--when-caught-up` and `wait` ask for the mirror's state, by default (ms).
 const POLL_INTERVAL_MS: u64 = 500;
+/// How long `mirror add` waits for the broker's answer.
+const ADD_TIMEOUT: Duration = Duration::from_secs(300);
 /// Default of `--timeout` (seconds).
 const DEFAULT_TIMEOUT_S: &str = "60";
 /// Partitions named in a "still behind" message at most (the rest are counted).
@@ -305,6 +307,16 @@ fn add(admin: &mut Admin, name: String, values: Vec<String>) -> Result<(), CliEr
         exclude_patterns: Vec::new(),
         state_validation_offset: -1,
     });
+    // The broker answers once it has created every partition of the new mirror topics,
+    // which for a topic of 10,000 partitions on a small machine is longer than the 30 s a
+    // request gets otherwise.
+    admin
+        .conn
+        .set_request_timeout(ADD_TIMEOUT)
+        .map_err(|source| CliError::Connect {
+            addr: admin.addr.clone(),
+            source,
+        })?;
     let response = match admin.mirror(&request)? {
         MirrorResponse::AddTopicsToMirror(r) => r,
         other => return Err(unexpected(&other)),

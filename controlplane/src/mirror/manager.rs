@@ -38,6 +38,10 @@ use super::transitions::{self, Action, Inputs, Observed};
 
 /// How often the manager compares desired and actual states when nothing wakes it.
 const TICK: Duration = Duration::from_millis(200);
+/// A STOPPING group of at least this many partitions makes its MIRROR_PID_RESETs
+/// durable with one `syncfs` instead of one fdatasync per log: io_uring runs fdatasyncs
+/// on its io-wq workers, a few at a time, so 10,000 of them took a second (perf/RESULTS.md).
+const SYNCFS_PARTITIONS_MIN: usize = 64;
 /// Partition actions running at once (a failover of 1,000 partitions runs them in
 /// parallel, bounded).
 const ACTIONS_IN_FLIGHT_MAX: usize = 256;
@@ -1647,14 +1651,35 @@ impl MirrorManager {
         let live = parts_only(self.keep(&group, live.into_iter().zip(written)).await);
         took.mark("lme");
         fail_point("stopping.after_lme").await;
-        // 5. The MIRROR_PID_RESET control batches, replicated to the ISR.
+        // 5. The MIRROR_PID_RESET control batches, replicated to the ISR, and durable
+        // before STOPPED: a large group syncs the filesystem once instead of each log.
+        let sync_each = live.len() < SYNCFS_PARTITIONS_MIN;
         let asked = self
             .on_shards(image, &live, |part| ShardRequest::StopAppendPidReset {
                 tp: tp_of(part),
                 source_cluster_id: source_cluster_id.clone(),
+                sync_log: sync_each,
             })
             .await;
-        let live = parts_only(self.keep(&group, asked).await);
+        let mut live = parts_only(self.keep(&group, asked).await);
+        if !sync_each && !live.is_empty() {
+            let shard = image.partition(&tp_of(live[0])).map_or(0, |p| p.shard);
+            let synced = match self
+                .router
+                .request(shard, ShardRequest::SyncFilesystem)
+                .await
+            {
+                Ok(ShardReply::Done) => Ok(()),
+                Ok(other) => Err(unexpected(&other)),
+                Err(e) => Err(step_error(e)),
+            };
+            if let Err(e) = synced {
+                let failed = live
+                    .iter()
+                    .map(|part| (*part, Err::<(), StepError>(e.clone())));
+                live = parts_only(self.keep(&group, failed).await);
+            }
+        }
         took.mark("pid_reset");
         fail_point("stopping.after_pid_reset").await;
         // 6. STOPPED: writable.

@@ -28,6 +28,11 @@ use crate::metadata_log::{
 
 /// Entries between two snapshots.
 pub const SNAPSHOT_EVERY: usize = 1000;
+/// Entries after which a snapshot is taken even while requests keep the controller
+/// busy (it otherwise waits for a moment with nothing queued: a snapshot of 10,000
+/// partitions takes a few hundred milliseconds, which a failover's requests should not
+/// wait behind).
+pub const SNAPSHOT_OVERDUE: usize = 4 * SNAPSHOT_EVERY;
 /// How many Ready rounds a single-voter commit may take before it is given up.
 const COMMIT_ROUNDS_MAX: usize = 64;
 
@@ -469,15 +474,17 @@ impl MetadataJournal {
         }
     }
 
-    /// Snapshots the metadata when enough entries have piled up since the last one.
-    /// `records` rebuilds the state as of everything committed; `applied` is its count.
+    /// Snapshots the metadata when `min_entries` entries have piled up since the last
+    /// one, or a learner needs one. `records` rebuilds the state as of everything
+    /// committed; `applied` is its count.
     pub fn maybe_snapshot(
         &mut self,
+        min_entries: usize,
         applied: u64,
         records: impl FnOnce() -> Vec<MetadataRecord>,
     ) -> Result<bool, JournalError> {
         let wanted = matches!(&self.member, Member::Cluster(h) if h.snapshot_wanted());
-        if self.entries_since_snapshot() < SNAPSHOT_EVERY && !wanted {
+        if self.entries_since_snapshot() < min_entries && !wanted {
             return Ok(false);
         }
         self.snapshot(applied, &records())?;

@@ -529,10 +529,13 @@ pub async fn stop_truncate(
 
 /// STOPPING step 5: appends the MIRROR_PID_RESET control batch at the partition's
 /// current leader epoch, unless this STOPPING's own is already the last batch.
+/// `sync_log`: make it durable here (else the caller syncs the filesystem once for
+/// every partition of its group).
 pub async fn stop_append_pid_reset(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
     source_cluster_id: &str,
+    sync_log: bool,
 ) -> StepResult<()> {
     let partition = owned(ctx, tp)?;
     let mut log = partition
@@ -546,7 +549,7 @@ pub async fn stop_append_pid_reset(
         log.append_as_leader(batch, LeaderEpoch(epoch), AppendKind::Coordinator, now)
             .await
             .map_err(|e| e.to_string())?;
-        if log.config().flush_messages > 1 {
+        if sync_log && log.config().flush_messages > 1 {
             // The reset is the failover's barrier: make it durable before STOPPED is
             // persisted, whatever the topic's flush settings (its bytes: recovery
             // rebuilds the rest from them).

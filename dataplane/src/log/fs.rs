@@ -36,6 +36,33 @@ pub(crate) fn fs_err<E: Into<io::Error>>(
     }
 }
 
+/// `syncfs(2)` of the filesystem holding `dir`: every write that completed before the
+/// call is on the device once it returns (Linux reports writeback errors from it since
+/// 5.8). It runs on a thread of its own, since it blocks for as long as the
+/// filesystem's dirty data takes to write; one call replaces many `fdatasync`s, which
+/// io_uring runs a few at a time on its bounded io-wq workers, while the kernel writes
+/// a whole filesystem back with the device's full queue depth.
+pub async fn sync_filesystem(dir: &Path) -> FsResult<()> {
+    let (tx, rx) = async_channel::bounded(1);
+    let path = dir.to_path_buf();
+    std::thread::Builder::new()
+        .name("twinlog-syncfs".into())
+        .spawn(move || {
+            let result = std::fs::File::open(&path)
+                .and_then(|dir| rustix::fs::syncfs(&dir).map_err(io::Error::from));
+            let _ = tx.send_blocking(result);
+        })
+        .map_err(fs_err("syncfs", dir))?;
+    match rx.recv().await {
+        Ok(result) => result.map_err(fs_err("syncfs", dir)),
+        Err(_) => Err(FsError {
+            op: "syncfs",
+            path: dir.to_path_buf(),
+            source: io::Error::other("the syncfs thread ended without an answer"),
+        }),
+    }
+}
+
 /// Opens (creating if absent) a file for reading and writing without truncating it.
 pub async fn open_rw(path: &Path) -> FsResult<BufferedFile> {
     OpenOptions::new()

@@ -79,10 +79,16 @@ pub enum ShardRequest {
         source_cluster_id: String,
     },
     /// STOPPING step 5: the MIRROR_PID_RESET control batch, then the wait for the ISR.
+    /// `sync_log`: fdatasync the partition's log after it; without, the caller makes
+    /// the whole group's resets durable at once with [`ShardRequest::SyncFilesystem`].
     StopAppendPidReset {
         tp: TopicPartition,
         source_cluster_id: String,
+        sync_log: bool,
     },
+    /// `syncfs` of the filesystem holding the data directory: every append that
+    /// completed before it is durable once it answers.
+    SyncFilesystem,
     /// Every record of a partition from its log start (coordinator load): keys and
     /// values of the data batches, with the offset of each.
     ReadRecords { tp: TopicPartition },
@@ -427,10 +433,15 @@ pub async fn serve(
         R::StopAppendPidReset {
             tp,
             source_cluster_id,
-        } => fetcher::stop_append_pid_reset(ctx, &tp, &source_cluster_id)
+            sync_log,
+        } => fetcher::stop_append_pid_reset(ctx, &tp, &source_cluster_id, sync_log)
             .await
             .map(|()| ShardReply::Done)
             .map_err(step),
+        R::SyncFilesystem => crate::log::fs::sync_filesystem(&ctx.settings.data_dir)
+            .await
+            .map(|()| ShardReply::Done)
+            .map_err(|e| step(e.to_string())),
         R::ReadRecords { tp } => {
             let entries = crate::coordinator_log::replay(ctx, &tp).await?;
             let records = entries
