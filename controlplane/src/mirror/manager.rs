@@ -267,6 +267,7 @@ impl MirrorManager {
             tp,
             message,
             retryable,
+            truncated_records,
         } = event;
         let image = self.metadata.load();
         let Some(topic) = image.topic(&tp.topic).cloned() else {
@@ -292,7 +293,7 @@ impl MirrorManager {
             retryable,
             not_ours: false,
         };
-        self.fail(
+        self.fail_after_cut(
             &image,
             &topic,
             &mirror,
@@ -300,6 +301,7 @@ impl MirrorManager {
             &entry,
             MirrorPartitionState::Mirroring,
             error,
+            truncated_records,
         )
         .await;
         self.poke();
@@ -922,6 +924,24 @@ impl MirrorManager {
         during: MirrorPartitionState,
         error: StepError,
     ) {
+        self.fail_after_cut(image, topic, mirror, partition, entry, during, error, 0)
+            .await
+    }
+
+    /// [`Self::fail`] for a partition whose fetcher had cut `cut` offsets it had not
+    /// recorded: FAILED adds them to the stored count, which outlives the fetcher.
+    #[allow(clippy::too_many_arguments)]
+    async fn fail_after_cut(
+        &self,
+        image: &MetadataImage,
+        topic: &TopicImage,
+        mirror: &str,
+        partition: i32,
+        entry: &MirrorStateEntry,
+        during: MirrorPartitionState,
+        error: StepError,
+        cut: i64,
+    ) {
         let tp = TopicPartition::new(topic.name.as_str(), partition);
         if self.led_at(image, &topic.name, partition).is_err() {
             tracing::debug!(%mirror, %tp, reason = %error.message, "mirror step failed after leadership moved: the new leader drives the partition");
@@ -960,7 +980,11 @@ impl MirrorManager {
                 previous,
                 attempt,
                 Some(error.message.clone()),
-                -1,
+                if cut > 0 {
+                    entry.truncated_records.max(0) + cut
+                } else {
+                    -1
+                },
             )
             .await
         {
@@ -1221,10 +1245,36 @@ impl MirrorManager {
                     tp: tp.clone(),
                     lme,
                 };
-                let truncated = match self.on_shard(image, &tp, request).await? {
-                    ShardReply::Truncated(n) => n,
+                let (cut, convergence) = match self.on_shard(image, &tp, request).await? {
+                    ShardReply::Truncated(n, c) => (n, c),
                     other => return Err(unexpected(&other)),
                 };
+                // The count is the mirror's for the partition, over every PREPARING
+                // (a retry's finds nothing left to cut) and recorded before the
+                // replicas converge, which can fail.
+                let stored = self.states.entry(mirror, topic.id, p);
+                let truncated = stored.truncated_records.max(0) + cut;
+                if cut > 0 {
+                    let previous = MirrorPartitionState::from_code(stored.previous_state)
+                        .unwrap_or(MirrorPartitionState::Unknown);
+                    self.write_state(
+                        image,
+                        &topic,
+                        mirror,
+                        p,
+                        MirrorPartitionState::Preparing,
+                        previous,
+                        retry,
+                        None,
+                        truncated,
+                    )
+                    .await?;
+                }
+                let request = ShardRequest::AwaitMirrorConvergence {
+                    tp: tp.clone(),
+                    convergence,
+                };
+                self.on_shard(image, &tp, request).await?;
                 self.write_state(
                     image,
                     &topic,

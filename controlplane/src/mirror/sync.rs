@@ -1096,6 +1096,7 @@ impl MirrorSync {
                     tp: TopicPartition::new(topic.name.as_str(), p.partition),
                     message: message.to_string(),
                     retryable: false,
+                    truncated_records: 0,
                 })
                 .await;
         }

@@ -205,6 +205,9 @@ impl MirrorFetcher {
     }
 
     fn fail(&self, ctx: &Rc<ShardCtx>, tp: &TopicPartition, failure: FetchError) {
+        let truncated_records = self
+            .with_state(tp, |s| s.status.truncated_records)
+            .unwrap_or(0);
         if !self.remove(tp) {
             return;
         }
@@ -215,6 +218,7 @@ impl MirrorFetcher {
             tp: tp.clone(),
             message: failure.to_string(),
             retryable,
+            truncated_records,
         });
     }
 

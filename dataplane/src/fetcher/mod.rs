@@ -32,6 +32,9 @@ pub enum MirrorEvent {
         tp: TopicPartition,
         message: String,
         retryable: bool,
+        /// Offsets the fetcher cut where the source diverged and had not reported yet
+        /// (the manager adds them to the partition's stored count).
+        truncated_records: i64,
     },
 }
 
@@ -253,14 +256,17 @@ fn owned(ctx: &ShardCtx, tp: &TopicPartition) -> StepResult<Rc<crate::partition:
     Ok(p)
 }
 
-/// PREPARING: truncates `tp` for the last mirrored epoch the source reported
-/// (`DECISIONS.md`, "LME and PREPARING"; reference §4.5), and the offset recorded with
-/// it when there is one (audit B-10). Returns the number of offsets discarded.
+/// PREPARING's first phase: truncates `tp` for the last mirrored epoch the source
+/// reported (`DECISIONS.md`, "LME and PREPARING"; reference §4.5), and the offset
+/// recorded with it when there is one (audit B-10). Returns the number of offsets
+/// discarded and what the replicas must reach before anything is copied past the cut
+/// ([`await_prepared`], the second phase): the caller records the count in between, so
+/// that a second phase that fails does not lose it (a retry finds nothing left to cut).
 pub async fn prepare_partition(
     ctx: &Rc<ShardCtx>,
     tp: &TopicPartition,
     (lme, lme_offset): (i32, i64),
-) -> StepResult<i64> {
+) -> StepResult<(i64, Convergence)> {
     let partition = owned(ctx, tp)?;
     let mut log = partition
         .write()
@@ -285,10 +291,21 @@ pub async fn prepare_partition(
         tracing::info!(%tp, lme, from = end.0, to = new_end.0, discarded = end.0 - target.0, "PREPARING truncated the log to the last mirrored epoch");
         end.0 - target.0
     };
-    let convergence = Convergence::after_cut(ctx, tp, &log, truncated_at);
-    drop(log);
-    await_converged(ctx, tp, convergence).await?;
-    Ok(discarded)
+    Ok((
+        discarded,
+        Convergence::after_cut(ctx, tp, &log, truncated_at),
+    ))
+}
+
+/// PREPARING's second phase: waits until the replicas of `tp` converged on the cut
+/// [`prepare_partition`] made, or fails as [`check_converged`] does.
+pub async fn await_prepared(
+    ctx: &Rc<ShardCtx>,
+    tp: &TopicPartition,
+    convergence: Convergence,
+) -> StepResult<()> {
+    owned(ctx, tp)?;
+    await_converged(ctx, tp, convergence).await
 }
 
 impl Convergence {
@@ -368,7 +385,7 @@ pub(crate) const CONVERGENCE_TIMEOUT: Duration = Duration::from_secs(30);
 /// What PREPARING's second phase waits for (reference §4.5, "two-phase convergence"),
 /// and what the mirror fetcher waits for after cutting its log mid-copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Convergence {
+pub struct Convergence {
     /// The leader's log end after its truncation.
     leader_end: i64,
     /// When the leader truncated: a follower's position counts from a fetch after it.

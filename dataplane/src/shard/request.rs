@@ -66,6 +66,11 @@ pub enum ShardRequest {
     StopMirrorFetchers { mirror: String },
     /// PREPARING's truncation for the (LME, LME offset) the source reported.
     PrepareMirrorPartition { tp: TopicPartition, lme: (i32, i64) },
+    /// PREPARING's second phase: the replicas converge on the truncation.
+    AwaitMirrorConvergence {
+        tp: TopicPartition,
+        convergence: fetcher::Convergence,
+    },
     /// STOPPING step 2: the epoch to raise the partition's leader epoch above. Every
     /// STOPPING step names the mirror's source cluster: the MIRROR_PID_RESET naming it
     /// is this STOPPING's own (written here or by a leader before this one).
@@ -241,8 +246,8 @@ impl ShardRequestError {
 pub enum ShardReply {
     Done,
     Observed(Vec<MirrorObservation>),
-    /// PREPARING: offsets discarded.
-    Truncated(i64),
+    /// PREPARING: offsets discarded, and what the replicas must reach.
+    Truncated(i64, fetcher::Convergence),
     /// STOPPING step 2.
     EpochToExceed(Option<i32>),
     /// STOPPING step 3: the LME and the log end that goes with it.
@@ -414,8 +419,14 @@ pub async fn serve(
         }
         R::PrepareMirrorPartition { tp, lme } => fetcher::prepare_partition(ctx, &tp, lme)
             .await
-            .map(ShardReply::Truncated)
+            .map(|(n, c)| ShardReply::Truncated(n, c))
             .map_err(step),
+        R::AwaitMirrorConvergence { tp, convergence } => {
+            fetcher::await_prepared(ctx, &tp, convergence)
+                .await
+                .map(|()| ShardReply::Done)
+                .map_err(step)
+        }
         R::StopEpochToExceed {
             tp,
             source_cluster_id,
