@@ -96,8 +96,9 @@ pub struct Partition {
     tp: TopicPartition,
     /// Reads run together; appends, truncation and retention one at a time.
     log: RwLock<PartitionLog>,
-    /// Signalled whenever the high watermark moves (appends and truncations). `Send`,
-    /// so a Fetch served by another shard's connection can wait on it.
+    /// Signalled whenever the log end, the high watermark or the log start moves
+    /// (appends, truncations, retention) and at every leadership change. `Send`, so a
+    /// Fetch served by another shard's connection can wait on it.
     hw_moved: Arc<event_listener::Event>,
     /// The read-only gate: the mirror state the control plane last set (None: never
     /// set since the log was opened).
@@ -173,6 +174,9 @@ impl Partition {
         let new_epoch = next.leader_epoch != old.leader_epoch;
         tracing::debug!(tp = %self.tp, ?old, ?next, "leadership changed");
         *self.leadership.borrow_mut() = next;
+        // A long poll waiting here answers at once (NOT_LEADER_OR_FOLLOWER, a new epoch),
+        // as Kafka's DelayedFetch completes when the broker stops leading.
+        self.hw_moved.notify(usize::MAX);
         *self.isr_change_asked.borrow_mut() = None;
         if new_epoch {
             self.reset_followers(now_ms);
@@ -375,7 +379,11 @@ impl Partition {
             .write()
             .await
             .map_err(|_| PartitionClosed(self.tp.clone()))?;
-        let before = (guard.log_end_offset(), guard.high_watermark());
+        let before = (
+            guard.log_end_offset(),
+            guard.high_watermark(),
+            guard.log_start_offset(),
+        );
         Ok(PartitionWriter {
             guard,
             partition: self,
@@ -403,8 +411,12 @@ impl Partition {
 pub struct PartitionWriter<'a> {
     guard: RwLockWriteGuard<'a, PartitionLog>,
     partition: &'a Partition,
-    /// (log end, high watermark) when the writer took the log.
-    before: (crate::types::Offset, crate::types::Offset),
+    /// (log end, high watermark, log start) when the writer took the log.
+    before: (
+        crate::types::Offset,
+        crate::types::Offset,
+        crate::types::Offset,
+    ),
 }
 
 impl Deref for PartitionWriter<'_> {
@@ -431,8 +443,14 @@ impl Drop for PartitionWriter<'_> {
             tracing::trace!(tp = %self.partition.tp, from = current.0, to = target, end = end.0, "high watermark moved");
         }
         // A truncation may have lowered the high watermark itself: compare with what
-        // the writer started from.
-        if (end, self.guard.high_watermark()) != self.before {
+        // the writer started from. A moved log start (retention, DeleteRecords) wakes the
+        // readers too: a long poll that nothing woke answers with what it first read.
+        let after = (
+            end,
+            self.guard.high_watermark(),
+            self.guard.log_start_offset(),
+        );
+        if after != self.before {
             self.partition.hw_moved.notify(usize::MAX);
         }
     }

@@ -12,6 +12,7 @@
 //! to keep sending full requests (a correct sessionless answer).
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -31,6 +32,28 @@ use crate::wire::batch::{frame_size, layout};
 /// A long-polling fetch re-reads at least this often even without a signal (a safety
 /// net for a partition deleted and re-created under it; appends wake it at once).
 const LONG_POLL_MAX_SLEEP: Duration = Duration::from_secs(1);
+
+/// Long polls of at least [`LONG_POLL_GRID_MIN_WAIT`] end on a grid of this step, so
+/// that the idle polls of many connections expire in one executor wake-up instead of one
+/// each (a wake-up costs more than the poll: the reactor's sleep, its membarrier and a
+/// context switch). At most this much later than `max_wait_ms`.
+const LONG_POLL_GRID: Duration = Duration::from_millis(5);
+const LONG_POLL_GRID_MIN_WAIT: Duration = Duration::from_millis(100);
+
+/// When a Fetch received at `started` with `max_wait` answers if nothing arrives: the
+/// wait, rounded up to [`LONG_POLL_GRID`] for long polls.
+fn poll_deadline(started: Instant, max_wait: Duration) -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let due = started + max_wait;
+    if max_wait < LONG_POLL_GRID_MIN_WAIT {
+        return due;
+    }
+    let origin = *ORIGIN.get_or_init(Instant::now);
+    let since = due.saturating_duration_since(origin).as_nanos();
+    let step = LONG_POLL_GRID.as_nanos();
+    let up = (step - since % step) % step;
+    due + Duration::from_nanos(up as u64)
+}
 
 #[derive(Debug, Clone, Default)]
 pub struct PartitionFetchResult {
@@ -348,31 +371,43 @@ pub async fn handle(
         topics.push(resp);
     }
 
-    let mut results: Vec<PartitionFetchResult>;
+    let deadline = poll_deadline(started, max_wait);
+    let (mut results, mut listeners) = read_all(ctx, &wanted, read_committed).await;
     loop {
-        let listeners;
-        (results, listeners) = read_all(ctx, &wanted, read_committed).await;
         let total: usize = results.iter().map(|r| r.records.len()).sum();
         let any_error = results
             .iter()
             .any(|r| r.error_code != 0 || r.diverging.is_some());
-        let remaining = max_wait.saturating_sub(started.elapsed());
+        let remaining = deadline.saturating_duration_since(Instant::now());
         if total >= min_bytes.max(1) || any_error || remaining.is_zero() {
             break;
         }
         // Wait for one of these partitions to move (or the deadline), then read again.
-        let sleep = glommio::timer::sleep(remaining.min(LONG_POLL_MAX_SLEEP));
-        if listeners.is_empty() {
-            sleep.await;
+        let sleep = async {
+            glommio::timer::sleep(remaining.min(LONG_POLL_MAX_SLEEP)).await;
+            false
+        };
+        let woken = if listeners.is_empty() {
+            sleep.await
         } else {
             futures_lite::future::or(
                 async {
                     futures::future::select_all(listeners).await;
+                    true
                 },
                 sleep,
             )
-            .await;
+            .await
+        };
+        // A consumer's poll that nothing woke by its deadline answers with what it read:
+        // every change to a partition's log end, high watermark, log start or leadership
+        // wakes its listener, and a new image (a deleted topic, a moved leader) reads
+        // again. A follower reads again: the read records its position.
+        let unchanged = !woken && replica < 0 && Arc::ptr_eq(&image, &ctx.metadata.load());
+        if unchanged && Instant::now() >= deadline {
+            break;
         }
+        (results, listeners) = read_all(ctx, &wanted, read_committed).await;
     }
 
     // Enforce the response-wide max_bytes in request order: the first non-empty
@@ -519,6 +554,27 @@ async fn read_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_poll_ends_on_the_grid_and_never_before_its_wait() {
+        let now = Instant::now();
+        let wait = Duration::from_millis(500);
+        let mut deadlines = std::collections::BTreeSet::new();
+        for i in 0..1000u64 {
+            let started = now + Duration::from_micros(i * 37);
+            let d = poll_deadline(started, wait);
+            assert!(d >= started + wait, "{i}: before the wait");
+            assert!(d < started + wait + LONG_POLL_GRID, "{i}: a step late");
+            deadlines.insert(d);
+        }
+        // 37 ms of arrivals share 8 or 9 deadlines, not 1,000.
+        assert!(deadlines.len() <= 9, "{}", deadlines.len());
+        // A short wait (and no wait) is kept as asked.
+        for ms in [0, 1, 99] {
+            let wait = Duration::from_millis(ms);
+            assert_eq!(poll_deadline(now, wait), now + wait);
+        }
+    }
 
     #[test]
     fn a_fetch_whose_last_epoch_ends_earlier_here_is_told_where() {
