@@ -293,7 +293,7 @@ impl MirrorManager {
             retryable,
             not_ours: false,
         };
-        self.fail_after_cut(
+        self.fail(
             &image,
             &topic,
             &mirror,
@@ -726,7 +726,7 @@ impl MirrorManager {
         };
         if let Err(e) = result {
             let entry = self.states.entry(mirror, topic.id, partition);
-            self.fail(image, topic, mirror, partition, &entry, target, e)
+            self.fail(image, topic, mirror, partition, &entry, target, e, 0)
                 .await;
         }
         if !matches!(
@@ -913,25 +913,11 @@ impl MirrorManager {
         outcomes
     }
 
+    /// FAILED for a step that failed; `cut` is what the partition's fetcher had cut
+    /// where the source diverged and not yet recorded (0 for a step's own failure):
+    /// FAILED adds it to the stored count, which outlives the fetcher.
     #[allow(clippy::too_many_arguments)]
     async fn fail(
-        &self,
-        image: &MetadataImage,
-        topic: &TopicImage,
-        mirror: &str,
-        partition: i32,
-        entry: &MirrorStateEntry,
-        during: MirrorPartitionState,
-        error: StepError,
-    ) {
-        self.fail_after_cut(image, topic, mirror, partition, entry, during, error, 0)
-            .await
-    }
-
-    /// [`Self::fail`] for a partition whose fetcher had cut `cut` offsets it had not
-    /// recorded: FAILED adds them to the stored count, which outlives the fetcher.
-    #[allow(clippy::too_many_arguments)]
-    async fn fail_after_cut(
         &self,
         image: &MetadataImage,
         topic: &TopicImage,
@@ -1166,6 +1152,7 @@ impl MirrorManager {
                         &entry,
                         MirrorPartitionState::Preparing,
                         e,
+                        0,
                     )
                     .await;
                 }
@@ -1210,6 +1197,7 @@ impl MirrorManager {
                         &entry,
                         MirrorPartitionState::Preparing,
                         e.clone(),
+                        0,
                     )
                     .await;
                 }
@@ -1232,6 +1220,7 @@ impl MirrorManager {
                     &entry,
                     MirrorPartitionState::Preparing,
                     error,
+                    0,
                 )
                 .await;
                 continue;
@@ -1300,6 +1289,7 @@ impl MirrorManager {
                     &entry,
                     MirrorPartitionState::Preparing,
                     e,
+                    0,
                 )
                 .await;
             }
@@ -1775,7 +1765,7 @@ impl MirrorManager {
                     let (topic, p, _) = part;
                     let entry = self.states.entry(group.mirror, topic.id, *p);
                     let during = MirrorPartitionState::Stopping;
-                    self.fail(group.image, topic, group.mirror, *p, &entry, during, e)
+                    self.fail(group.image, topic, group.mirror, *p, &entry, during, e, 0)
                         .await;
                     let tp = TopicPartition::new(topic.name.as_str(), *p);
                     self.release(&(group.mirror.to_string(), tp), group.claim);
