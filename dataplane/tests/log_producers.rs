@@ -1015,3 +1015,103 @@ fn client_batch_whose_record_count_disagrees_with_last_offset_delta_is_rejected(
         assert_eq!(log.log_end_offset(), Offset(7));
     });
 }
+
+async fn client_sets(log: &mut PartitionLog, sets: Vec<Bytes>) -> Vec<Result<LogAppendInfo, LogError>> {
+    log.append_sets_as_leader(sets, EPOCH, AppendKind::Client, 0)
+        .await
+}
+
+#[test]
+fn pipelined_record_sets_are_one_append_each_answered_with_its_offsets() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = open(dir.path(), small_config()).await;
+        client(&mut log, producer_batch(3, 0, 0, 2, false))
+            .await
+            .expect("append");
+        let sets = vec![
+            producer_batch(3, 0, 2, 3, false),
+            producer_batch(3, 0, 5, 1, false),
+            producer_batch(4, 0, 0, 2, false),
+        ];
+        let sizes: u64 = sets.iter().map(|s| s.len() as u64).sum();
+        let size = log.size_in_bytes();
+        let infos: Vec<LogAppendInfo> = client_sets(&mut log, sets)
+            .await
+            .into_iter()
+            .map(|r| r.expect("appended"))
+            .collect();
+        let spans: Vec<(i64, i64, i64)> = infos
+            .iter()
+            .map(|i| (i.first_offset.0, i.last_offset.0, i.record_count))
+            .collect();
+        assert_eq!(spans, [(2, 4, 3), (5, 5, 1), (6, 7, 2)]);
+        assert!(infos.iter().all(|i| !i.duplicate));
+        assert_eq!(log.log_end_offset(), Offset(8));
+        assert_eq!(log.size_in_bytes(), size + sizes);
+        let entries = sorted_entries(&log);
+        assert_eq!(
+            entries.iter().map(|e| (e.producer_id, e.last_seq())).collect::<Vec<_>>(),
+            [(ProducerId(3), 5), (ProducerId(4), 1)]
+        );
+        // Each set is its own batch on disk, at its own offsets.
+        let batches = read_all(&log, Offset(0)).await;
+        assert_eq!(
+            batches.iter().map(|b| b.base_offset().0).collect::<Vec<_>>(),
+            [0, 2, 5, 6]
+        );
+        // Retries of the group are recognised batch by batch, after a crash too.
+        drop(log);
+        let mut log = open(dir.path(), small_config()).await;
+        let again = client(&mut log, producer_batch(3, 0, 5, 1, false))
+            .await
+            .expect("retry");
+        assert!(again.duplicate);
+        assert_eq!(again.first_offset, Offset(5));
+    });
+}
+
+#[test]
+fn a_refused_set_in_a_group_fails_alone_and_the_others_get_what_they_would_alone() {
+    run(|| async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut log = open(dir.path(), small_config()).await;
+        client(&mut log, producer_batch(9, 1, 0, 2, false))
+            .await
+            .expect("append");
+        let results = client_sets(
+            &mut log,
+            vec![
+                // a retry of what is in the log
+                producer_batch(9, 1, 0, 2, false),
+                producer_batch(9, 1, 2, 1, false),
+                // a gap: sequence 4 where 3 is next
+                producer_batch(9, 1, 4, 1, false),
+                producer_batch(9, 1, 3, 1, false),
+                Bytes::from_static(b"not a batch"),
+            ],
+        )
+        .await;
+        assert_eq!(results.len(), 5);
+        let dup = results[0].as_ref().expect("duplicate answered");
+        assert!(dup.duplicate);
+        assert_eq!((dup.first_offset, dup.last_offset), (Offset(0), Offset(1)));
+        assert_eq!(results[1].as_ref().expect("next").first_offset, Offset(2));
+        let mut results = results.into_iter();
+        let gap = results.nth(2).expect("third").expect_err("gap refused");
+        assert!(matches!(
+            producer_error(gap),
+            ProducerStateError::OutOfOrderSequence { expected_seq: 3, first_seq: 4, .. }
+        ));
+        assert_eq!(
+            results.next().expect("fourth").expect("in sequence").first_offset,
+            Offset(3)
+        );
+        assert!(matches!(
+            results.next().expect("fifth"),
+            Err(LogError::InvalidBatch { .. })
+        ));
+        assert_eq!(log.log_end_offset(), Offset(4));
+        assert_eq!(read_all(&log, Offset(0)).await.len(), 3);
+    });
+}

@@ -142,6 +142,51 @@ pub async fn handle(
     }
 }
 
+/// Produce requests pipelined on one connection ([`produce::handle_group`]), each
+/// checked against the ACLs as [`handle`] does, answered in their order.
+pub async fn handle_produce_group(
+    ctx: &Rc<ShardCtx>,
+    conn: &crate::net::ConnInfo,
+    requests: Vec<(RequestHeader, kafka_protocol::messages::ProduceRequest)>,
+) -> Vec<Option<ResponseKind>> {
+    let authz = authz::Authz::new(ctx, conn);
+    let mut answers: Vec<Option<ResponseKind>> = requests.iter().map(|_| None).collect();
+    // (slot, version, patch) of each request the ACLs let through, and the request.
+    let mut passed = Vec::with_capacity(requests.len());
+    let mut group = Vec::with_capacity(requests.len());
+    for (i, (header, request)) in requests.into_iter().enumerate() {
+        let version = header.request_api_version;
+        let Some(authz) = &authz else {
+            passed.push((i, version, None));
+            group.push((request, version));
+            continue;
+        };
+        match authz.admit(RequestKind::Produce(request), version) {
+            authz::Gate::Refuse(response) => answers[i] = Some(response),
+            authz::Gate::Pass(RequestKind::Produce(request), patch) => {
+                passed.push((i, version, patch));
+                group.push((request, version));
+            }
+            authz::Gate::Pass(other, patch) => {
+                let mut response = dispatch(ctx, conn, &header, other).await;
+                if let (Some(patch), Some(r)) = (patch, response.as_mut()) {
+                    patch(authz, r, version);
+                }
+                answers[i] = response;
+            }
+        }
+    }
+    let responses = produce::handle_group(ctx, &conn.listener, group).await;
+    for ((i, version, patch), response) in passed.into_iter().zip(responses) {
+        let mut response = response.map(ResponseKind::Produce);
+        if let (Some(patch), Some(authz), Some(r)) = (patch, &authz, response.as_mut()) {
+            patch(authz, r, version);
+        }
+        answers[i] = response;
+    }
+    answers
+}
+
 async fn dispatch(
     ctx: &Rc<ShardCtx>,
     conn: &crate::net::ConnInfo,

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_response::{
@@ -24,7 +25,7 @@ use crate::api::str_bytes;
 use crate::log::validate::ValidateError;
 use crate::log::{AppendKind, LogError};
 use crate::shard::{now_ms, ShardCtx, ShardReply, ShardRequest};
-use crate::types::TopicPartition;
+use crate::types::{Offset, TopicPartition};
 
 /// The outcome for one partition.
 #[derive(Debug, Clone)]
@@ -50,6 +51,11 @@ impl PartitionProduceResult {
             log_append_time_ms: -1,
             record_errors: Vec::new(),
         }
+    }
+
+    /// A set whose answer went missing (no path leaves one out; answered, not lost).
+    pub fn lost() -> Self {
+        PartitionProduceResult::error(ResponseError::UnknownServerError, None)
     }
 
     fn error(code: ResponseError, message: Option<String>) -> Self {
@@ -120,116 +126,182 @@ fn read_only_code(ctx: &ShardCtx, tp: &TopicPartition) -> i16 {
     }
 }
 
-/// Appends one partition's record set on its owning shard; with `acks` = -1, waits (at
-/// most `timeout_ms`) until the ISR has it.
-pub async fn append_on_owner(
+/// One produce request's record set for one partition, with that request's terms.
+#[derive(Debug, Clone)]
+pub struct ProduceSet {
+    pub tp: TopicPartition,
+    pub records: Option<Bytes>,
+    pub acks: i16,
+    pub timeout_ms: i32,
+    pub transactional_id: Option<Arc<str>>,
+}
+
+/// Appends record sets of one partition on its owning shard, in order: the sets of
+/// produce requests pipelined on one connection go into the log as one write when they
+/// can (group commit, [`crate::log::PartitionLog::append_sets_as_leader`]). A set with
+/// `acks` = -1 then waits (at most its `timeout_ms`) until the ISR has it.
+pub async fn append_sets_on_owner(
     ctx: Rc<ShardCtx>,
     tp: TopicPartition,
-    records: Option<Bytes>,
-    (acks, timeout_ms): (i16, i32),
-    transactional_id: Option<&str>,
-) -> PartitionProduceResult {
-    let Some(records) = records.filter(|r| !r.is_empty()) else {
-        return PartitionProduceResult::error(
-            ResponseError::InvalidRecord,
-            Some("empty record set".into()),
-        );
+    sets: Vec<ProduceSet>,
+) -> Vec<PartitionProduceResult> {
+    let mut results: Vec<Option<PartitionProduceResult>> = sets.iter().map(|_| None).collect();
+    let fill = |results: &mut Vec<Option<PartitionProduceResult>>, r: PartitionProduceResult| {
+        for slot in results.iter_mut().filter(|s| s.is_none()) {
+            *slot = Some(r.clone());
+        }
     };
     let Some(partition) = ctx.partition(&tp) else {
-        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+        fill(
+            &mut results,
+            PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
+        );
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+            .collect();
     };
-    if let Some(id) = transactional_id {
-        if let Err((code, message)) = verify_opening(&ctx, &partition, &tp, &records, id).await {
-            return PartitionProduceResult {
-                error_code: code,
-                error_message: Some(message),
-                ..PartitionProduceResult::empty()
-            };
+    for (set, slot) in sets.iter().zip(results.iter_mut()) {
+        let Some(records) = set.records.as_ref().filter(|r| !r.is_empty()) else {
+            *slot = Some(PartitionProduceResult::error(
+                ResponseError::InvalidRecord,
+                Some("empty record set".into()),
+            ));
+            continue;
+        };
+        if let Some(id) = &set.transactional_id {
+            if let Err((code, message)) = verify_opening(&ctx, &partition, &tp, records, id).await
+            {
+                *slot = Some(PartitionProduceResult {
+                    error_code: code,
+                    error_message: Some(message),
+                    ..PartitionProduceResult::empty()
+                });
+            }
         }
     }
     let Ok(mut log) = partition.write().await else {
-        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+        fill(
+            &mut results,
+            PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
+        );
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+            .collect();
     };
     if !partition.is_leader() {
-        return PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None);
+        fill(
+            &mut results,
+            PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
+        );
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+            .collect();
     }
     let min_isr = log.config().min_insync_replicas.max(1) as usize;
-    if acks == -1 {
-        let isr = partition.leadership().isr.len();
-        if isr < min_isr {
-            return PartitionProduceResult::error(
+    let isr = partition.leadership().isr.len();
+    for (set, slot) in sets.iter().zip(results.iter_mut()) {
+        if set.acks == -1 && isr < min_isr && slot.is_none() {
+            *slot = Some(PartitionProduceResult::error(
                 ResponseError::NotEnoughReplicas,
                 Some(format!(
                     "{tp} has {isr} in-sync replicas; min.insync.replicas is {min_isr}"
                 )),
-            );
+            ));
         }
     }
     // Checked under the log lock (audit B-14): a produce that waited for the lock while
     // a mirror's PREPARING truncated the log must not append after it.
     if let Some(message) = read_only_reason(&ctx, &tp) {
-        return PartitionProduceResult {
-            error_code: read_only_code(&ctx, &tp),
-            error_message: Some(message),
-            ..PartitionProduceResult::empty()
-        };
+        fill(
+            &mut results,
+            PartitionProduceResult {
+                error_code: read_only_code(&ctx, &tp),
+                error_message: Some(message),
+                ..PartitionProduceResult::empty()
+            },
+        );
+        return results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+            .collect();
     }
-    match log
-        .append_as_leader(
+    let todo: Vec<usize> = (0..sets.len()).filter(|&i| results[i].is_none()).collect();
+    let records = todo
+        .iter()
+        .filter_map(|&i| sets[i].records.clone())
+        .collect();
+    let outcomes = log
+        .append_sets_as_leader(
             records,
             partition.leader_epoch(),
             AppendKind::Client,
             now_ms(),
         )
-        .await
-    {
-        Ok(info) => {
-            let appended = PartitionProduceResult {
-                error_code: 0,
-                error_message: None,
-                base_offset: info.first_offset.0,
-                log_start_offset: info.log_start_offset.0,
-                log_append_time_ms: info.log_append_time_ms,
-                record_errors: Vec::new(),
-            };
-            if acks != -1 {
-                return appended;
+        .await;
+    let mut waits = Vec::new();
+    for (&i, outcome) in todo.iter().zip(outcomes) {
+        results[i] = Some(match outcome {
+            Ok(info) => {
+                if sets[i].acks == -1 {
+                    waits.push((i, Offset(info.last_offset.0 + 1)));
+                }
+                PartitionProduceResult {
+                    error_code: 0,
+                    error_message: None,
+                    base_offset: info.first_offset.0,
+                    log_start_offset: info.log_start_offset.0,
+                    log_append_time_ms: info.log_append_time_ms,
+                    record_errors: Vec::new(),
+                }
             }
-            let needed = log.log_end_offset();
-            // The writer's drop moves the high watermark as far as the ISR allows.
-            drop(log);
-            match wait_for_isr(&partition, needed, min_isr, timeout_ms).await {
-                Ok(()) => appended,
-                Err((code, message)) => PartitionProduceResult {
-                    error_code: code.code(),
-                    error_message: Some(message),
-                    ..appended
-                },
-            }
+            Err(e) => rejected(&tp, &e, log.log_start_offset().0),
+        });
+    }
+    // The writer's drop moves the high watermark as far as the ISR allows.
+    drop(log);
+    let waited = futures::future::join_all(waits.into_iter().map(|(i, needed)| {
+        let partition = &partition;
+        let timeout_ms = sets[i].timeout_ms;
+        async move { (i, wait_for_isr(partition, needed, min_isr, timeout_ms).await) }
+    }))
+    .await;
+    for (i, outcome) in waited {
+        if let (Err((code, message)), Some(r)) = (outcome, results[i].as_mut()) {
+            r.error_code = code.code();
+            r.error_message = Some(message);
         }
-        Err(e) => {
-            tracing::info!(%tp, error = %e, "produce rejected");
-            let (message, record_errors) = match &e {
-                LogError::Rejected {
-                    source: ValidateError::Records(errors),
-                    ..
-                } => (
-                    ValidateError::Records(errors.clone()).to_string(),
-                    errors
-                        .iter()
-                        .map(|r| (r.batch_index, r.message.clone()))
-                        .collect(),
-                ),
-                _ => (e.to_string(), Vec::new()),
-            };
-            PartitionProduceResult {
-                error_code: log_error_code(&e),
-                error_message: Some(message),
-                log_start_offset: log.log_start_offset().0,
-                record_errors,
-                ..PartitionProduceResult::empty()
-            }
-        }
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+        .collect()
+}
+
+/// The answer to a record set the log refused.
+fn rejected(tp: &TopicPartition, e: &LogError, log_start_offset: i64) -> PartitionProduceResult {
+    tracing::info!(%tp, error = %e, "produce rejected");
+    let (message, record_errors) = match e {
+        LogError::Rejected {
+            source: ValidateError::Records(errors),
+            ..
+        } => (
+            ValidateError::Records(errors.clone()).to_string(),
+            errors
+                .iter()
+                .map(|r| (r.batch_index, r.message.clone()))
+                .collect(),
+        ),
+        _ => (e.to_string(), Vec::new()),
+    };
+    PartitionProduceResult {
+        error_code: log_error_code(e),
+        error_message: Some(message),
+        log_start_offset,
+        record_errors,
+        ..PartitionProduceResult::empty()
     }
 }
 
@@ -291,59 +363,79 @@ pub(crate) async fn wait_for_isr(
     }
 }
 
-/// (slot in the response, partition, record set, leader epoch).
-type PartitionWork = ((usize, usize), (TopicPartition, Option<Bytes>));
+/// Where a partition's answer goes: (request, topic index, partition index).
+type Slot = (usize, usize, usize);
 
+/// Produce, one request.
 pub async fn handle(
     ctx: &Rc<ShardCtx>,
     listener: &str,
     request: ProduceRequest,
     version: i16,
 ) -> Option<ProduceResponse> {
+    handle_group(ctx, listener, vec![(request, version)])
+        .await
+        .pop()
+        .flatten()
+}
+
+/// Produce requests pipelined on one connection, answered in their order (`None`:
+/// acks=0, no answer). Every partition's record sets, from all of them, go to its
+/// owning shard in one message, in request order, and are appended there together.
+pub async fn handle_group(
+    ctx: &Rc<ShardCtx>,
+    listener: &str,
+    requests: Vec<(ProduceRequest, i16)>,
+) -> Vec<Option<ProduceResponse>> {
     let image = ctx.metadata.load();
-    let (acks, timeout_ms) = (request.acks, request.timeout_ms);
-    let transactional_id = request.transactional_id.as_ref().map(|t| t.0.to_string());
-    // (topic index, partition index) -> result; work grouped by owning shard.
-    let mut results: BTreeMap<(usize, usize), PartitionProduceResult> = BTreeMap::new();
-    let mut per_shard: BTreeMap<usize, Vec<PartitionWork>> = BTreeMap::new();
-    let mut names = Vec::new();
-    let mut indexes = Vec::new();
-    for (ti, topic) in request.topic_data.into_iter().enumerate() {
-        let name = topic.name.0.to_string();
-        let mut parts = Vec::new();
-        for (pi, p) in topic.partition_data.into_iter().enumerate() {
-            parts.push(p.index);
-            let tp = TopicPartition::new(name.clone(), p.index);
-            match image.partition(&tp) {
-                Some(pim) => per_shard
-                    .entry(pim.shard)
-                    .or_default()
-                    .push(((ti, pi), (tp, p.records))),
-                None => {
-                    results.insert(
-                        (ti, pi),
-                        PartitionProduceResult::error(ResponseError::UnknownTopicOrPartition, None),
-                    );
+    let mut results: BTreeMap<Slot, PartitionProduceResult> = BTreeMap::new();
+    let mut per_shard: BTreeMap<usize, Vec<(Slot, ProduceSet)>> = BTreeMap::new();
+    // Per request: its acks and version, and per topic its name and partition indexes.
+    let mut shapes = Vec::with_capacity(requests.len());
+    for (ri, (request, version)) in requests.into_iter().enumerate() {
+        let (acks, timeout_ms) = (request.acks, request.timeout_ms);
+        let transactional_id: Option<Arc<str>> =
+            request.transactional_id.as_ref().map(|t| Arc::from(t.0.as_str()));
+        let mut topics = Vec::with_capacity(request.topic_data.len());
+        for (ti, topic) in request.topic_data.into_iter().enumerate() {
+            let name = topic.name.0.to_string();
+            let mut parts = Vec::with_capacity(topic.partition_data.len());
+            for (pi, p) in topic.partition_data.into_iter().enumerate() {
+                parts.push(p.index);
+                let tp = TopicPartition::new(name.clone(), p.index);
+                match image.partition(&tp) {
+                    Some(pim) => per_shard.entry(pim.shard).or_default().push((
+                        (ri, ti, pi),
+                        ProduceSet {
+                            tp,
+                            records: p.records,
+                            acks,
+                            timeout_ms,
+                            transactional_id: transactional_id.clone(),
+                        },
+                    )),
+                    None => {
+                        results.insert(
+                            (ri, ti, pi),
+                            PartitionProduceResult::error(
+                                ResponseError::UnknownTopicOrPartition,
+                                None,
+                            ),
+                        );
+                    }
                 }
             }
+            topics.push((name, parts));
         }
-        names.push(name);
-        indexes.push(parts);
+        shapes.push((acks, version, topics));
     }
     let jobs = per_shard.into_iter().map(|(shard, work)| {
         let ctx = Rc::clone(ctx);
-        let transactional_id = transactional_id.clone();
         async move {
-            let (keys, partitions): (Vec<(usize, usize)>, Vec<_>) = work.into_iter().unzip();
-            let request = ShardRequest::Produce {
-                partitions,
-                acks,
-                timeout_ms,
-                transactional_id: transactional_id.clone(),
-            };
-            match ctx.ask(shard, request).await {
-                Ok(ShardReply::Produced(out)) => keys.into_iter().zip(out).collect::<Vec<_>>(),
-                _ => keys
+            let (slots, sets): (Vec<Slot>, Vec<ProduceSet>) = work.into_iter().unzip();
+            match ctx.ask(shard, ShardRequest::Produce { sets }).await {
+                Ok(ShardReply::Produced(out)) => slots.into_iter().zip(out).collect::<Vec<_>>(),
+                _ => slots
                     .into_iter()
                     .map(|k| {
                         (
@@ -358,25 +450,41 @@ pub async fn handle(
     for done in futures::future::join_all(jobs).await {
         results.extend(done);
     }
-    if request.acks == 0 {
-        return None;
-    }
     // KIP-951: NOT_LEADER_OR_FOLLOWER answers name the current leader and where it is.
     let image = ctx.metadata.load();
+    shapes
+        .into_iter()
+        .enumerate()
+        .map(|(ri, (acks, version, topics))| {
+            (acks != 0).then(|| response(&image, listener, version, topics, |ti, pi| {
+                results
+                    .remove(&(ri, ti, pi))
+                    .unwrap_or_else(PartitionProduceResult::lost)
+            }))
+        })
+        .collect()
+}
+
+/// One request's answer: `topics` (name, partition indexes) with each partition's
+/// result from `result(topic index, partition index)`.
+fn response(
+    image: &crate::metadata::MetadataImage,
+    listener: &str,
+    version: i16,
+    topics: Vec<(String, Vec<i32>)>,
+    mut result: impl FnMut(usize, usize) -> PartitionProduceResult,
+) -> ProduceResponse {
     let mut endpoints: std::collections::BTreeSet<i32> = Default::default();
     let not_leader = ResponseError::NotLeaderOrFollower.code();
-    let responses = names
+    let responses = topics
         .into_iter()
-        .zip(indexes)
         .enumerate()
         .map(|(ti, (name, parts))| {
             let partition_responses = parts
                 .into_iter()
                 .enumerate()
                 .map(|(pi, index)| {
-                    let r = results.remove(&(ti, pi)).unwrap_or_else(|| {
-                        PartitionProduceResult::error(ResponseError::UnknownServerError, None)
-                    });
+                    let r = result(ti, pi);
                     let mut resp = PartitionProduceResponse::default()
                         .with_index(index)
                         .with_error_code(r.error_code)
@@ -430,5 +538,5 @@ pub async fn handle(
             })
             .collect();
     }
-    Some(response)
+    response
 }

@@ -125,6 +125,21 @@ pub struct LogAppendInfo {
     pub log_append_time_ms: i64,
 }
 
+/// A leader's record set after the checks that need no offsets.
+enum LeaderSet {
+    /// To be appended.
+    New(Vec<RecordBatch>),
+    /// A retry of batches already in the log: what they were appended as.
+    Duplicate(LogAppendInfo),
+}
+
+/// Why [`PartitionLog::write_leader_sets`] failed: before anything changed (the sets
+/// may be appended again), or once they were in the log.
+enum SetsError {
+    Unwritten(LogError),
+    Written(LogError),
+}
+
 /// Data read from the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchData {
@@ -426,57 +441,141 @@ impl PartitionLog {
         kind: AppendKind,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        let batches = self.parse_batches(records)?;
-        for b in &batches {
-            if kind == AppendKind::Client {
-                if b.is_control() {
-                    return Err(LogError::ControlBatchFromClient {
-                        tp: self.tp.clone(),
-                    });
-                }
-                if b.size_in_bytes() > self.config.max_message_bytes {
-                    return Err(LogError::RecordTooLarge {
-                        tp: self.tp.clone(),
-                        size: b.size_in_bytes(),
-                        max: self.config.max_message_bytes,
-                    });
-                }
-                if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
-                    return Err(LogError::InconsistentRecordCount {
-                        tp: self.tp.clone(),
-                        offset: b.base_offset(),
-                        record_count: b.record_count(),
-                        span: i64::from(b.last_offset_delta()) + 1,
-                    });
-                }
-                if let Some(dup) = self.producer_state.find_duplicate(b) {
-                    return Ok(LogAppendInfo {
-                        first_offset: dup.base_offset,
-                        last_offset: dup.last_offset,
-                        max_timestamp: dup.timestamp_ms,
-                        offset_of_max_timestamp: dup.last_offset,
-                        record_count: 0,
-                        log_start_offset: self.log_start_offset,
-                        duplicate: true,
-                        completed_txns: Vec::new(),
-                        log_append_time_ms: -1,
-                    });
+        let batches = match self.check_leader_set(records, kind)? {
+            LeaderSet::Duplicate(info) => return Ok(info),
+            LeaderSet::New(batches) => batches,
+        };
+        match self
+            .write_leader_sets(vec![batches], leader_epoch, kind, now_ms)
+            .await
+        {
+            Ok(infos) => Ok(infos
+                .into_iter()
+                .next()
+                .expect("one record set, one append info")),
+            Err(SetsError::Unwritten(e) | SetsError::Written(e)) => Err(e),
+        }
+    }
+
+    /// Group commit: the record sets of several produce requests (pipelined on one
+    /// connection, in their order) appended as one write when every one of them is new
+    /// and valid, each answered with its own offsets. Otherwise (a retried duplicate, a
+    /// refused batch, a sequence error, a failed write) the sets are appended one at a
+    /// time, so each gets exactly the answer it would have had alone.
+    pub async fn append_sets_as_leader(
+        &mut self,
+        sets: Vec<Bytes>,
+        leader_epoch: LeaderEpoch,
+        kind: AppendKind,
+        now_ms: i64,
+    ) -> Vec<Result<LogAppendInfo, LogError>> {
+        if sets.len() > 1 {
+            let checked: Option<Vec<Vec<RecordBatch>>> = sets
+                .iter()
+                .map(|records| match self.check_leader_set(records.clone(), kind) {
+                    Ok(LeaderSet::New(batches)) => Some(batches),
+                    _ => None,
+                })
+                .collect();
+            if let Some(checked) = checked {
+                match self
+                    .write_leader_sets(checked, leader_epoch, kind, now_ms)
+                    .await
+                {
+                    Ok(infos) => return infos.into_iter().map(Ok).collect(),
+                    // In the log already: appending them again would duplicate them.
+                    Err(SetsError::Written(e)) => {
+                        let copy = e.to_string();
+                        let mut out = vec![Err(e)];
+                        out.extend((1..sets.len()).map(|_| {
+                            Err(LogError::Io(FsError {
+                                op: "append",
+                                path: self.dir.clone(),
+                                source: std::io::Error::other(copy.clone()),
+                            }))
+                        }));
+                        return out;
+                    }
+                    Err(SetsError::Unwritten(_)) => {}
                 }
             }
         }
-        let (batches, append_time) = if kind == AppendKind::Client {
-            let append_time = self.config.log_append_time.then_some(now_ms);
-            (self.conform_client_batches(batches)?, append_time)
-        } else {
-            (batches, None)
-        };
+        let mut out = Vec::with_capacity(sets.len());
+        for records in sets {
+            out.push(
+                self.append_as_leader(records, leader_epoch, kind, now_ms)
+                    .await,
+            );
+        }
+        out
+    }
+
+    /// The checks of a leader append that need no offsets: the batches parse, and a
+    /// client's are data batches within `max.message.bytes` with consistent counts,
+    /// conformed to the topic's compression; a retried batch already in the log is a
+    /// duplicate, answered with its original offsets.
+    fn check_leader_set(&self, records: Bytes, kind: AppendKind) -> Result<LeaderSet, LogError> {
+        let batches = self.parse_batches(records)?;
+        if kind != AppendKind::Client {
+            return Ok(LeaderSet::New(batches));
+        }
+        for b in &batches {
+            if b.is_control() {
+                return Err(LogError::ControlBatchFromClient {
+                    tp: self.tp.clone(),
+                });
+            }
+            if b.size_in_bytes() > self.config.max_message_bytes {
+                return Err(LogError::RecordTooLarge {
+                    tp: self.tp.clone(),
+                    size: b.size_in_bytes(),
+                    max: self.config.max_message_bytes,
+                });
+            }
+            if i64::from(b.record_count()) != i64::from(b.last_offset_delta()) + 1 {
+                return Err(LogError::InconsistentRecordCount {
+                    tp: self.tp.clone(),
+                    offset: b.base_offset(),
+                    record_count: b.record_count(),
+                    span: i64::from(b.last_offset_delta()) + 1,
+                });
+            }
+            if let Some(dup) = self.producer_state.find_duplicate(b) {
+                return Ok(LeaderSet::Duplicate(LogAppendInfo {
+                    first_offset: dup.base_offset,
+                    last_offset: dup.last_offset,
+                    max_timestamp: dup.timestamp_ms,
+                    offset_of_max_timestamp: dup.last_offset,
+                    record_count: 0,
+                    log_start_offset: self.log_start_offset,
+                    duplicate: true,
+                    completed_txns: Vec::new(),
+                    log_append_time_ms: -1,
+                }));
+            }
+        }
+        self.conform_client_batches(batches).map(LeaderSet::New)
+    }
+
+    /// Writes checked record sets as one append: offsets assigned from the log end in
+    /// order, one roll check, the producer state validated for every batch, one write
+    /// of them all. One append info per set.
+    async fn write_leader_sets(
+        &mut self,
+        sets: Vec<Vec<RecordBatch>>,
+        leader_epoch: LeaderEpoch,
+        kind: AppendKind,
+        now_ms: i64,
+    ) -> Result<Vec<LogAppendInfo>, SetsError> {
+        let append_time = (kind == AppendKind::Client && self.config.log_append_time)
+            .then_some(now_ms);
         let origin = match kind {
             AppendKind::Client => AppendOrigin::Client,
             AppendKind::Coordinator => AppendOrigin::Coordinator,
         };
         let mut next = self.log_end_offset;
-        let mut placements = Vec::with_capacity(batches.len());
-        for b in &batches {
+        let mut placements = Vec::with_capacity(sets.iter().map(Vec::len).sum());
+        for b in sets.iter().flatten() {
             let last = Offset(next.0 + i64::from(b.last_offset_delta()));
             placements.push(BatchPlacement {
                 base_offset: next,
@@ -489,19 +588,23 @@ impl PartitionLog {
         }
         // Roll first: it snapshots producer state, which must not change between
         // validation and commit.
-        self.maybe_roll(&placements, now_ms).await?;
+        self.maybe_roll(&placements, now_ms)
+            .await
+            .map_err(SetsError::Unwritten)?;
         let mut producer_append = self.producer_state.begin_append(origin);
-        for (b, p) in batches.iter().zip(&placements) {
+        for (b, p) in sets.iter().flatten().zip(&placements) {
             producer_append
                 .append(&self.producer_state, b, p.base_offset)
-                .map_err(|source| LogError::Producer {
-                    tp: self.tp.clone(),
-                    source,
+                .map_err(|source| {
+                    SetsError::Unwritten(LogError::Producer {
+                        tp: self.tp.clone(),
+                        source,
+                    })
                 })?;
         }
         let total = placements.iter().map(|p| p.size as usize).sum();
         let mut buf = Vec::with_capacity(total);
-        for (b, p) in batches.iter().zip(&placements) {
+        for (b, p) in sets.iter().flatten().zip(&placements) {
             let at = buf.len();
             buf.extend_from_slice(b.as_bytes());
             stamp_offset_and_epoch(&mut buf[at..], p.base_offset, leader_epoch);
@@ -511,13 +614,28 @@ impl PartitionLog {
         }
         self.active_segment_mut()
             .append(Cow::Owned(buf), &placements)
-            .await?;
+            .await
+            .map_err(|e| SetsError::Unwritten(e.into()))?;
         let completed = self.producer_state.commit(producer_append);
-        let mut info = self
+        let batches: Vec<RecordBatch> = sets.iter().flatten().cloned().collect();
+        let whole = self
             .after_append(&placements, &completed, &batches, now_ms)
-            .await?;
-        info.log_append_time_ms = append_time.unwrap_or(-1);
-        Ok(info)
+            .await
+            .map_err(SetsError::Written)?;
+        let mut infos = Vec::with_capacity(sets.len());
+        let mut from = 0;
+        for set in &sets {
+            let to = from + set.len();
+            let mut info = self.append_info(&placements[from..to], set, Vec::new());
+            info.log_append_time_ms = append_time.unwrap_or(-1);
+            infos.push(info);
+            from = to;
+        }
+        // Client data batches complete no transaction; markers come alone.
+        if let Some(first) = infos.first_mut() {
+            first.completed_txns = whole.completed_txns;
+        }
+        Ok(infos)
     }
 
     /// Kafka's `LogValidator` on client batches: keys on compacted topics, the topic's
@@ -682,7 +800,6 @@ impl PartitionLog {
         if batches.iter().any(|b| b.is_control() && is_pid_reset(b)) {
             tracing::info!(tp = %self.tp, "MIRROR_PID_RESET appended: producer state cleared");
         }
-        let first = placements[0].base_offset;
         let last = placements[placements.len() - 1].last_offset;
         self.log_end_offset = Offset(last.0 + 1);
         self.producer_state.set_map_end_offset(self.log_end_offset);
@@ -695,10 +812,6 @@ impl PartitionLog {
             // a new epoch, so this saves each a file replacement and two fsyncs there.
             self.epochs_unwritten = true;
         }
-        let (max_timestamp, offset_of_max_timestamp) = placements
-            .iter()
-            .map(|p| (p.max_timestamp, p.last_offset))
-            .fold((-1, first), |acc, x| if x.0 > acc.0 { x } else { acc });
         let record_count = batches
             .iter()
             .map(|b| i64::from(b.record_count()))
@@ -709,17 +822,32 @@ impl PartitionLog {
         {
             self.flush(now_ms).await?;
         }
-        Ok(LogAppendInfo {
+        Ok(self.append_info(placements, batches, completed.to_vec()))
+    }
+
+    /// What an append of `batches` at `placements` (non-empty) reports.
+    fn append_info(
+        &self,
+        placements: &[BatchPlacement],
+        batches: &[RecordBatch],
+        completed_txns: Vec<CompletedTxn>,
+    ) -> LogAppendInfo {
+        let first = placements[0].base_offset;
+        let (max_timestamp, offset_of_max_timestamp) = placements
+            .iter()
+            .map(|p| (p.max_timestamp, p.last_offset))
+            .fold((-1, first), |acc, x| if x.0 > acc.0 { x } else { acc });
+        LogAppendInfo {
             first_offset: first,
-            last_offset: last,
+            last_offset: placements[placements.len() - 1].last_offset,
             max_timestamp,
             offset_of_max_timestamp,
-            record_count,
+            record_count: batches.iter().map(|b| i64::from(b.record_count())).sum(),
             log_start_offset: self.log_start_offset,
             duplicate: false,
-            completed_txns: completed.to_vec(),
+            completed_txns,
             log_append_time_ms: -1,
-        })
+        }
     }
 
     async fn maybe_roll(

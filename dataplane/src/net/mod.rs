@@ -6,7 +6,8 @@
 //! Frames: a 4-byte size then the request. A frame larger than
 //! `socket.request.max.bytes`, or one whose header or body does not decode, closes the
 //! connection with a log line naming the client. Requests on one connection are
-//! answered in order, one at a time.
+//! answered in order; Produce requests pipelined behind one another are served as one
+//! group ([`pipeline`]), everything else one at a time.
 //!
 //! The mirror RPCs (keys 94-104, v0, flexible) are not known to kafka-protocol: they are
 //! recognised by key before the Kafka dispatch and go through [`wire::mirror`]'s codec.
@@ -16,13 +17,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use futures_lite::AsyncWriteExt;
 use glommio::net::{TcpListener, TcpStream};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind, ResponseHeader, ResponseKind};
 use kafka_protocol::protocol::{Decodable, Encodable};
 
 mod frame;
 pub mod listener;
+mod pipeline;
 pub mod oauth;
 pub mod sasl;
 pub mod scram;
@@ -275,6 +277,7 @@ async fn serve_stream<S>(
     // in SaslAuthenticate v1+): a request after it closes the connection, unless the
     // client has re-authenticated.
     let mut expires: Option<std::time::Instant> = None;
+    let mut reader = pipeline::FrameReader::new();
     loop {
         // Before authentication a frame is at most a SASL token's size (Kafka's
         // `sasl.server.max.receive.size`): an unauthenticated peer cannot make the
@@ -285,7 +288,7 @@ async fn serve_stream<S>(
         } else {
             ctx.settings.socket_request_max_bytes
         };
-        let frame = futures_lite::future::or(read_frame(&mut stream, max), async {
+        let frame = futures_lite::future::or(reader.next(&mut stream, max), async {
             let _ = stop.recv().await;
             Ok(None)
         })
@@ -349,21 +352,29 @@ async fn serve_stream<S>(
             tracing::info!(client = %conn.peer, principal = %conn.principal, shard = ctx.id, "SASL session expired (connections.max.reauth.ms) and the client did not re-authenticate; closing connection");
             break;
         }
-        let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
-        match timer.finish(handle_frame(ctx, frame, &conn).await) {
-            Ok(Some(response)) => {
-                if let Err(e) = write_frame(&mut stream, &response).await {
-                    if !is_disconnect(&e) {
-                        tracing::debug!(client = %conn.peer, error = %e, "write failed");
-                    }
-                    break;
+        // Produce requests pipelined behind this one and already read are served
+        // with it, as one group.
+        if api_key_of(&frame) == Some(ApiKey::Produce) {
+            let mut frames = vec![frame];
+            while frames.len() < ctx.settings.in_flight_requests_max {
+                match reader.next_buffered(max, |f| api_key_of(f) == Some(ApiKey::Produce)) {
+                    Some(f) => frames.push(f),
+                    None => break,
                 }
             }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
+            if frames.len() > 1 {
+                if !serve_produce_group(ctx, &mut stream, frames, &conn).await {
+                    break;
+                }
+                continue;
+            }
+            if !serve_frame(ctx, &mut stream, frames.remove(0), &conn).await {
                 break;
             }
+            continue;
+        }
+        if !serve_frame(ctx, &mut stream, frame, &conn).await {
+            break;
         }
     }
     let _ = stream.close().await;
@@ -482,59 +493,121 @@ fn is_disconnect(e: &std::io::Error) -> bool {
     )
 }
 
-/// Reads one size-prefixed frame; `None` on a clean EOF between frames.
-async fn read_frame<S>(stream: &mut S, max: usize) -> Result<Option<Bytes>, ConnectionError>
+/// Serves one request and sends its answer; `false`: the connection is to close.
+async fn serve_frame<S>(ctx: &Rc<ShardCtx>, stream: &mut S, frame: Bytes, conn: &ConnInfo) -> bool
 where
-    S: futures_lite::AsyncRead + Unpin,
+    S: futures_lite::AsyncWrite + Unpin,
 {
-    let mut len = [0u8; 4];
-    let mut got = 0;
-    while got < 4 {
-        let n = stream.read(&mut len[got..]).await?;
-        if n == 0 {
-            if got == 0 {
-                return Ok(None);
+    let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
+    match timer.finish(handle_frame(ctx, frame, conn).await) {
+        Ok(Some(response)) => {
+            if let Err(e) = write_frame(stream, &response).await {
+                if !is_disconnect(&e) {
+                    tracing::debug!(client = %conn.peer, error = %e, "write failed");
+                }
+                return false;
             }
-            return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
+            true
         }
-        got += n;
+        Ok(None) => true,
+        Err(e) => {
+            tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
+            false
+        }
     }
-    let size = i32::from_be_bytes(len);
-    if size < 0 || size as usize > max {
-        return Err(ConnectionError::FrameTooLarge {
-            size: i64::from(size),
-            max,
-        });
-    }
-    let mut body = vec![0u8; size as usize];
-    stream.read_exact(&mut body).await?;
-    Ok(Some(Bytes::from(body)))
 }
 
-/// Decodes, dispatches and encodes one request. `Ok(None)`: no response (acks=0).
-pub async fn handle_frame(
+/// Serves pipelined Produce frames as one group ([`pipeline`]) and sends their answers
+/// in order. A frame that does not decode, and every frame after it, is served alone
+/// afterwards, so its error closes the connection exactly where it would have.
+async fn serve_produce_group<S>(
     ctx: &Rc<ShardCtx>,
-    mut frame: Bytes,
+    stream: &mut S,
+    frames: Vec<Bytes>,
     conn: &ConnInfo,
-) -> Result<Option<ResponseFrame>, ConnectionError> {
+) -> bool
+where
+    S: futures_lite::AsyncWrite + Unpin,
+{
+    let mut timers = Vec::with_capacity(frames.len());
+    let mut requests = Vec::with_capacity(frames.len());
+    let mut rest = Vec::new();
+    for frame in frames {
+        if !rest.is_empty() {
+            rest.push(frame);
+            continue;
+        }
+        let timer = crate::metrics::RequestTimer::start(ctx.id, &frame);
+        match decode_request(frame.clone()) {
+            Ok(Decoded {
+                request: RequestKind::Produce(request),
+                header,
+                correlation_id,
+                ..
+            }) => {
+                tracing::trace!(client = %conn.peer, version = header.request_api_version, correlation_id, "produce request (pipelined)");
+                timers.push((timer, header.request_api_version, correlation_id));
+                requests.push((header, request));
+            }
+            _ => rest.push(frame),
+        }
+    }
+    let answers = api::handle_produce_group(ctx, conn, requests).await;
+    let mut out = Vec::with_capacity(answers.len());
+    let mut failed = None;
+    for ((timer, version, correlation_id), answer) in timers.into_iter().zip(answers) {
+        let encoded = answer
+            .map(|response| {
+                crate::metrics::record_response_errors(ctx.id, &response);
+                encode_response(ApiKey::Produce, version, correlation_id, &response)
+            })
+            .transpose();
+        match timer.finish(encoded) {
+            Ok(Some(frame)) => out.push(frame),
+            Ok(None) => {}
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if let Err(e) = pipeline::write_frames(stream, &out).await {
+        if !is_disconnect(&e) {
+            tracing::debug!(client = %conn.peer, error = %e, "write failed");
+        }
+        return false;
+    }
+    if let Some(e) = failed {
+        tracing::warn!(client = %conn.peer, shard = ctx.id, error = %e, "closing connection");
+        return false;
+    }
+    for frame in rest {
+        if !serve_frame(ctx, stream, frame, conn).await {
+            return false;
+        }
+    }
+    true
+}
+
+/// A Kafka request (not a mirror RPC) off its frame.
+struct Decoded {
+    key: ApiKey,
+    version: i16,
+    correlation_id: i32,
+    header: RequestHeader,
+    request: RequestKind,
+}
+
+/// Decodes a Kafka request's header and body; an unknown key, an unsupported version
+/// or bytes that do not decode are errors.
+fn decode_request(mut frame: Bytes) -> Result<Decoded, ConnectionError> {
     if frame.len() < 8 {
         return Err(ConnectionError::ShortFrame(frame.len()));
     }
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
-    if wire::mirror::keys::ALL.contains(&raw_key) {
-        return handle_mirror_frame(ctx, frame, raw_key, version, conn)
-            .await
-            .map(|b| Some(ResponseFrame::single(b)));
-    }
     let key = ApiKey::try_from(raw_key).map_err(|_| ConnectionError::UnknownApiKey(raw_key))?;
-    if key == ApiKey::ApiVersions && !api::is_supported(key, version) {
-        // Clients probe with their newest ApiVersions; answer v0 with the error and our
-        // versions so they can retry (KIP-511).
-        let body = api::api_versions::unsupported_version_response();
-        return encode_response(key, 0, correlation_id, &body).map(Some);
-    }
     if !api::is_supported(key, version) {
         return Err(ConnectionError::UnsupportedVersion { key, version });
     }
@@ -552,6 +625,45 @@ pub async fn handle_frame(
             version,
             message: e.to_string(),
         })?;
+    Ok(Decoded {
+        key,
+        version,
+        correlation_id,
+        header,
+        request,
+    })
+}
+
+/// Decodes, dispatches and encodes one request. `Ok(None)`: no response (acks=0).
+pub async fn handle_frame(
+    ctx: &Rc<ShardCtx>,
+    frame: Bytes,
+    conn: &ConnInfo,
+) -> Result<Option<ResponseFrame>, ConnectionError> {
+    if frame.len() < 8 {
+        return Err(ConnectionError::ShortFrame(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    if wire::mirror::keys::ALL.contains(&raw_key) {
+        return handle_mirror_frame(ctx, frame, raw_key, version, conn)
+            .await
+            .map(|b| Some(ResponseFrame::single(b)));
+    }
+    if raw_key == ApiKey::ApiVersions as i16 && !api::is_supported(ApiKey::ApiVersions, version) {
+        // Clients probe with their newest ApiVersions; answer v0 with the error and our
+        // versions so they can retry (KIP-511).
+        let body = api::api_versions::unsupported_version_response();
+        return encode_response(ApiKey::ApiVersions, 0, correlation_id, &body).map(Some);
+    }
+    let Decoded {
+        key,
+        version,
+        correlation_id,
+        header,
+        request,
+    } = decode_request(frame)?;
     let client_id = header
         .client_id
         .as_ref()

@@ -9,6 +9,8 @@
 //! in-process transport is [`ShardRouter::request`]; [`ShardCtx::ask`] serves a request
 //! in place when the partition is on the asking shard.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use super::{ShardCtx, ShardGone, ShardRouter};
@@ -100,15 +102,10 @@ pub enum ShardRequest {
     /// One batch appended at the partition's leader epoch, as the broker itself
     /// (coordinator records).
     AppendBatch { tp: TopicPartition, batch: Bytes },
-    /// Produce: each partition's records appended as leader, concurrently.
+    /// Produce: record sets appended as leader, each partition's in order and together
+    /// (the sets of pipelined requests), different partitions concurrently.
     Produce {
-        partitions: Vec<(TopicPartition, Option<Bytes>)>,
-        /// The request's acks (-1: wait for the ISR) and timeout.
-        acks: i16,
-        timeout_ms: i32,
-        /// The request's transactional id (a batch opening a transaction is verified
-        /// with its coordinator).
-        transactional_id: Option<String>,
+        sets: Vec<crate::api::produce::ProduceSet>,
     },
     /// Fetch: each partition read from its position, with a listener taken before the
     /// read for the long poll.
@@ -474,25 +471,39 @@ pub async fn serve(
             crate::coordinator_log::append(ctx, &tp, batch).await?;
             Ok(ShardReply::Done)
         }
-        R::Produce {
-            partitions,
-            acks,
-            timeout_ms,
-            transactional_id,
-        } => {
+        R::Produce { sets } => {
             // Partitions append concurrently: each write is an io_uring round trip, and
-            // different partitions' writes can be in flight together.
-            let appends = partitions.into_iter().map(|(tp, records)| {
-                crate::api::produce::append_on_owner(
-                    std::rc::Rc::clone(ctx),
-                    tp,
-                    records,
-                    (acks, timeout_ms),
-                    transactional_id.as_deref(),
-                )
+            // different partitions' writes can be in flight together. One partition's
+            // sets (from pipelined requests) stay in order and are appended together.
+            let count = sets.len();
+            let mut by_partition: Vec<(Vec<usize>, Vec<crate::api::produce::ProduceSet>)> =
+                Vec::new();
+            let mut index: HashMap<TopicPartition, usize> = HashMap::new();
+            for (i, set) in sets.into_iter().enumerate() {
+                let at = *index.entry(set.tp.clone()).or_insert_with(|| {
+                    by_partition.push((Vec::new(), Vec::new()));
+                    by_partition.len() - 1
+                });
+                by_partition[at].0.push(i);
+                by_partition[at].1.push(set);
+            }
+            let appends = by_partition.into_iter().map(|(slots, sets)| async move {
+                let tp = sets[0].tp.clone();
+                let out =
+                    crate::api::produce::append_sets_on_owner(std::rc::Rc::clone(ctx), tp, sets)
+                        .await;
+                slots.into_iter().zip(out).collect::<Vec<_>>()
             });
+            let mut results: Vec<Option<crate::api::produce::PartitionProduceResult>> =
+                (0..count).map(|_| None).collect();
+            for (i, r) in futures::future::join_all(appends).await.into_iter().flatten() {
+                results[i] = Some(r);
+            }
             Ok(ShardReply::Produced(
-                futures::future::join_all(appends).await,
+                results
+                    .into_iter()
+                    .map(|r| r.unwrap_or_else(crate::api::produce::PartitionProduceResult::lost))
+                    .collect(),
             ))
         }
         R::Fetch {
