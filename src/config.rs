@@ -225,6 +225,10 @@ pub struct ShardConfig {
     pub receive_buffer_bytes: usize,
     /// `socket.send.buffer.bytes`: `SO_SNDBUF` of client sockets.
     pub send_buffer_bytes: usize,
+    /// `inline.write.max.bytes`: buffered log writes at most this large are made in
+    /// place when the kernel takes them without waiting, instead of through io_uring
+    /// (0: never).
+    pub inline_write_max_bytes: usize,
 }
 
 impl ShardConfig {
@@ -236,6 +240,7 @@ impl ShardConfig {
             in_flight_requests_max: DEFAULT_IN_FLIGHT_REQUESTS_MAX,
             receive_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
             send_buffer_bytes: DEFAULT_SOCKET_BUFFER_BYTES,
+            inline_write_max_bytes: dataplane::log::fs::DEFAULT_INLINE_WRITE_MAX_BYTES,
         }
     }
 }
@@ -390,6 +395,7 @@ pub const SHARD_CONFIG_NAMES: &[&str] = &[
     "in.flight.requests.max",
     "socket.receive.buffer.bytes",
     "socket.send.buffer.bytes",
+    "inline.write.max.bytes",
 ];
 
 impl BrokerConfig {
@@ -2018,6 +2024,9 @@ fn parse_shard(keys: &BTreeMap<String, toml::Value>) -> Result<ShardConfig, Conf
     if let Some((k, v)) = get("socket.send.buffer.bytes") {
         shard.send_buffer_bytes = to_usize(&k, int_in(&k, &v, POSITIVE_I32)?)?;
     }
+    if let Some((k, v)) = get("inline.write.max.bytes") {
+        shard.inline_write_max_bytes = to_usize(&k, int_in(&k, &v, NON_NEGATIVE_I32)?)?;
+    }
     Ok(shard)
 }
 
@@ -2987,6 +2996,7 @@ mod tests {
             "core" = "0"
             "socket.receive.buffer.bytes" = 131072
             "socket.send.buffer.bytes" = "262144"
+            inline.write.max.bytes = 0
             "#,
         );
         assert_eq!(
@@ -3001,6 +3011,7 @@ mod tests {
                 ShardConfig {
                     receive_buffer_bytes: 128 << 10,
                     send_buffer_bytes: 256 << 10,
+                    inline_write_max_bytes: 0,
                     ..ShardConfig::on_core(0)
                 },
             ]
@@ -3009,6 +3020,7 @@ mod tests {
         assert_eq!(ShardConfig::on_core(5).in_flight_requests_max, 64);
         assert_eq!(ShardConfig::on_core(5).receive_buffer_bytes, 64 << 10);
         assert_eq!(ShardConfig::on_core(5).send_buffer_bytes, 64 << 10);
+        assert_eq!(ShardConfig::on_core(5).inline_write_max_bytes, 64 << 10);
     }
 
     #[test]

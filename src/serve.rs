@@ -334,10 +334,12 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             settings.listeners.clone(),
             config.listener_cpu_steering.then_some(shard_cfg.core),
         ));
+        let inline_write_max = shard_cfg.inline_write_max_bytes;
         let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
             .name(&format!("shard-{id}"))
             .io_memory(shard_cfg.io_memory_bytes)
             .spawn(move || async move {
+                dataplane::log::fs::set_inline_write_max(inline_write_max);
                 let (router, metadata, controller, settings, stop, stopped, ready, groups) =
                     ctx_parts;
                 run_shard(

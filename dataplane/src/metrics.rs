@@ -175,6 +175,8 @@ pub struct Metrics {
     mirror_appended_bytes: Family<MirrorLabels, Counter>,
     mirror_appended_records: Family<MirrorLabels, Counter>,
     mirror_fetch_duration: Family<MirrorLabels, LatencyHistogram>,
+    produce_groups: Family<ShardLabels, Counter>,
+    produce_grouped_requests: Family<ShardLabels, Counter>,
     sampled: Arc<Sampled>,
 }
 
@@ -216,6 +218,8 @@ impl Metrics {
             mirror_appended_bytes: Family::default(),
             mirror_appended_records: Family::default(),
             mirror_fetch_duration: Family::default(),
+            produce_groups: Family::default(),
+            produce_grouped_requests: Family::default(),
             sampled: Arc::new(Sampled::default()),
         };
         let mut r = Registry::default();
@@ -233,6 +237,16 @@ impl Metrics {
             "twinlog_response_errors",
             "Non-zero error codes in responses (top-level and per partition), by shard, API key and code",
             m.response_errors.clone(),
+        );
+        r.register(
+            "twinlog_produce_groups",
+            "Groups of pipelined Produce requests served together (their appends coalesced), by shard",
+            m.produce_groups.clone(),
+        );
+        r.register(
+            "twinlog_produce_grouped_requests",
+            "Produce requests served in a pipelined group, by shard",
+            m.produce_grouped_requests.clone(),
         );
         r.register(
             "twinlog_io_uring_ops",
@@ -384,6 +398,16 @@ fn record_request(shard: usize, raw_key: i16, outcome: &'static str, elapsed: Du
     });
     handles.count.inc();
     handles.duration.observe(elapsed);
+}
+
+/// Counts a group of `requests` pipelined Produce requests served together.
+pub fn record_produce_group(shard: usize, requests: usize) {
+    let m = global();
+    let labels = ShardLabels { shard };
+    m.produce_groups.get_or_create(&labels).inc();
+    m.produce_grouped_requests
+        .get_or_create(&labels)
+        .inc_by(requests as u64);
 }
 
 /// Counts the non-zero error codes of a response (top-level and per partition).

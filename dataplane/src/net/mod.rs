@@ -552,6 +552,7 @@ where
             _ => rest.push(frame),
         }
     }
+    crate::metrics::record_produce_group(ctx.id, requests.len());
     let answers = api::handle_produce_group(ctx, conn, requests).await;
     let mut out = Vec::with_capacity(answers.len());
     let mut failed = None;
