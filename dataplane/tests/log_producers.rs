@@ -1016,7 +1016,10 @@ fn client_batch_whose_record_count_disagrees_with_last_offset_delta_is_rejected(
     });
 }
 
-async fn client_sets(log: &mut PartitionLog, sets: Vec<Bytes>) -> Vec<Result<LogAppendInfo, LogError>> {
+async fn client_sets(
+    log: &mut PartitionLog,
+    sets: Vec<Bytes>,
+) -> Vec<Result<LogAppendInfo, LogError>> {
     log.append_sets_as_leader(sets, EPOCH, AppendKind::Client, 0)
         .await
 }
@@ -1051,13 +1054,19 @@ fn pipelined_record_sets_are_one_append_each_answered_with_its_offsets() {
         assert_eq!(log.size_in_bytes(), size + sizes);
         let entries = sorted_entries(&log);
         assert_eq!(
-            entries.iter().map(|e| (e.producer_id, e.last_seq())).collect::<Vec<_>>(),
+            entries
+                .iter()
+                .map(|e| (e.producer_id, e.last_seq()))
+                .collect::<Vec<_>>(),
             [(ProducerId(3), 5), (ProducerId(4), 1)]
         );
         // Each set is its own batch on disk, at its own offsets.
         let batches = read_all(&log, Offset(0)).await;
         assert_eq!(
-            batches.iter().map(|b| b.base_offset().0).collect::<Vec<_>>(),
+            batches
+                .iter()
+                .map(|b| b.base_offset().0)
+                .collect::<Vec<_>>(),
             [0, 2, 5, 6]
         );
         // Retries of the group are recognised batch by batch, after a crash too.
@@ -1101,10 +1110,18 @@ fn a_refused_set_in_a_group_fails_alone_and_the_others_get_what_they_would_alone
         let gap = results.nth(2).expect("third").expect_err("gap refused");
         assert!(matches!(
             producer_error(gap),
-            ProducerStateError::OutOfOrderSequence { expected_seq: 3, first_seq: 4, .. }
+            ProducerStateError::OutOfOrderSequence {
+                expected_seq: 3,
+                first_seq: 4,
+                ..
+            }
         ));
         assert_eq!(
-            results.next().expect("fourth").expect("in sequence").first_offset,
+            results
+                .next()
+                .expect("fourth")
+                .expect("in sequence")
+                .first_offset,
             Offset(3)
         );
         assert!(matches!(

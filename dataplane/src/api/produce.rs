@@ -170,8 +170,7 @@ pub async fn append_sets_on_owner(
             continue;
         };
         if let Some(id) = &set.transactional_id {
-            if let Err((code, message)) = verify_opening(&ctx, &partition, &tp, records, id).await
-            {
+            if let Err((code, message)) = verify_opening(&ctx, &partition, &tp, records, id).await {
                 *slot = Some(PartitionProduceResult {
                     error_code: code,
                     error_message: Some(message),
@@ -265,7 +264,12 @@ pub async fn append_sets_on_owner(
     let waited = futures::future::join_all(waits.into_iter().map(|(i, needed)| {
         let partition = &partition;
         let timeout_ms = sets[i].timeout_ms;
-        async move { (i, wait_for_isr(partition, needed, min_isr, timeout_ms).await) }
+        async move {
+            (
+                i,
+                wait_for_isr(partition, needed, min_isr, timeout_ms).await,
+            )
+        }
     }))
     .await;
     for (i, outcome) in waited {
@@ -394,8 +398,10 @@ pub async fn handle_group(
     let mut shapes = Vec::with_capacity(requests.len());
     for (ri, (request, version)) in requests.into_iter().enumerate() {
         let (acks, timeout_ms) = (request.acks, request.timeout_ms);
-        let transactional_id: Option<Arc<str>> =
-            request.transactional_id.as_ref().map(|t| Arc::from(t.0.as_str()));
+        let transactional_id: Option<Arc<str>> = request
+            .transactional_id
+            .as_ref()
+            .map(|t| Arc::from(t.0.as_str()));
         let mut topics = Vec::with_capacity(request.topic_data.len());
         for (ti, topic) in request.topic_data.into_iter().enumerate() {
             let name = topic.name.0.to_string();
@@ -456,11 +462,13 @@ pub async fn handle_group(
         .into_iter()
         .enumerate()
         .map(|(ri, (acks, version, topics))| {
-            (acks != 0).then(|| response(&image, listener, version, topics, |ti, pi| {
-                results
-                    .remove(&(ri, ti, pi))
-                    .unwrap_or_else(PartitionProduceResult::lost)
-            }))
+            (acks != 0).then(|| {
+                response(&image, listener, version, topics, |ti, pi| {
+                    results
+                        .remove(&(ri, ti, pi))
+                        .unwrap_or_else(PartitionProduceResult::lost)
+                })
+            })
         })
         .collect()
 }

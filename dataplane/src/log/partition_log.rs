@@ -472,10 +472,12 @@ impl PartitionLog {
         if sets.len() > 1 {
             let checked: Option<Vec<Vec<RecordBatch>>> = sets
                 .iter()
-                .map(|records| match self.check_leader_set(records.clone(), kind) {
-                    Ok(LeaderSet::New(batches)) => Some(batches),
-                    _ => None,
-                })
+                .map(
+                    |records| match self.check_leader_set(records.clone(), kind) {
+                        Ok(LeaderSet::New(batches)) => Some(batches),
+                        _ => None,
+                    },
+                )
                 .collect();
             if let Some(checked) = checked {
                 match self
@@ -567,8 +569,8 @@ impl PartitionLog {
         kind: AppendKind,
         now_ms: i64,
     ) -> Result<Vec<LogAppendInfo>, SetsError> {
-        let append_time = (kind == AppendKind::Client && self.config.log_append_time)
-            .then_some(now_ms);
+        let append_time =
+            (kind == AppendKind::Client && self.config.log_append_time).then_some(now_ms);
         let origin = match kind {
             AppendKind::Client => AppendOrigin::Client,
             AppendKind::Coordinator => AppendOrigin::Coordinator,

@@ -24,8 +24,8 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 
 mod frame;
 pub mod listener;
-mod pipeline;
 pub mod oauth;
+mod pipeline;
 pub mod sasl;
 pub mod scram;
 pub mod tls;

@@ -35,7 +35,11 @@ impl FrameReader {
 
     /// The next frame; `None` on a clean EOF between frames. A frame's size prefix above
     /// `max` is an error before its body is read.
-    pub async fn next<S>(&mut self, stream: &mut S, max: usize) -> Result<Option<Bytes>, ConnectionError>
+    pub async fn next<S>(
+        &mut self,
+        stream: &mut S,
+        max: usize,
+    ) -> Result<Option<Bytes>, ConnectionError>
     where
         S: AsyncRead + Unpin,
     {
@@ -174,7 +178,7 @@ mod tests {
         let big = vec![7u8; 100_000];
         let bodies: [&[u8]; 4] = [b"first", b"", &big, b"last"];
         for step in [1, 3, 4, 5, 4096, 1 << 20] {
-            let got = read_all(framed(&bodies), step, 1 << 20).unwrap();
+            let got = read_all(framed(&bodies), step, 1 << 20).expect("frames");
             let got: Vec<&[u8]> = got.iter().map(|b| b.as_ref()).collect();
             assert_eq!(got, bodies, "step {step}");
         }
@@ -183,7 +187,7 @@ mod tests {
     #[test]
     fn eof_inside_a_frame_is_an_error_and_between_frames_is_not() {
         let mut data = framed(&[b"whole"]);
-        assert_eq!(read_all(data.clone(), 2, 100).unwrap().len(), 1);
+        assert_eq!(read_all(data.clone(), 2, 100).expect("one frame").len(), 1);
         data.extend_from_slice(&10i32.to_be_bytes());
         data.extend_from_slice(b"part");
         assert!(matches!(
@@ -198,7 +202,10 @@ mod tests {
         data.extend_from_slice(&[0; 10]);
         assert!(matches!(
             read_all(data, 64, 100),
-            Err(ConnectionError::FrameTooLarge { size: 1000, max: 100 })
+            Err(ConnectionError::FrameTooLarge {
+                size: 1000,
+                max: 100
+            })
         ));
         assert!(matches!(
             read_all((-1i32).to_be_bytes().to_vec(), 64, 100),
@@ -217,12 +224,16 @@ mod tests {
             step: 1 << 20,
         };
         let mut reader = FrameReader::new();
-        let first = futures_lite::future::block_on(reader.next(&mut stream, 100)).unwrap();
+        let first =
+            futures_lite::future::block_on(reader.next(&mut stream, 100)).expect("first frame");
         assert_eq!(first.as_deref(), Some(&b"a1"[..]));
         let is_a = |f: &[u8]| f.first() == Some(&b'a');
         assert_eq!(reader.next_buffered(100, is_a).as_deref(), Some(&b"a2"[..]));
         assert_eq!(reader.next_buffered(100, is_a), None, "b1 is not wanted");
-        assert_eq!(reader.next_buffered(100, |_| true).as_deref(), Some(&b"b1"[..]));
+        assert_eq!(
+            reader.next_buffered(100, |_| true).as_deref(),
+            Some(&b"b1"[..])
+        );
         assert_eq!(reader.next_buffered(100, is_a).as_deref(), Some(&b"a3"[..]));
         assert_eq!(reader.next_buffered(100, is_a), None, "a4 is not whole");
         assert_eq!(reader.next_buffered(1, is_a), None, "too large for max");

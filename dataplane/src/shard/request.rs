@@ -496,7 +496,11 @@ pub async fn serve(
             });
             let mut results: Vec<Option<crate::api::produce::PartitionProduceResult>> =
                 (0..count).map(|_| None).collect();
-            for (i, r) in futures::future::join_all(appends).await.into_iter().flatten() {
+            for (i, r) in futures::future::join_all(appends)
+                .await
+                .into_iter()
+                .flatten()
+            {
                 results[i] = Some(r);
             }
             Ok(ShardReply::Produced(
