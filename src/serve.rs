@@ -339,7 +339,7 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             .name(&format!("shard-{id}"))
             .io_memory(shard_cfg.io_memory_bytes)
             .spawn(move || async move {
-                dataplane::log::fs::set_inline_write_max(inline_write_max);
+                dataplane::log::fs::set_inline_write_max(id, inline_write_max);
                 let (router, metadata, controller, settings, stop, stopped, ready, groups) =
                     ctx_parts;
                 run_shard(

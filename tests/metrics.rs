@@ -317,19 +317,16 @@ fn metrics_endpoint_answers_with_request_shard_and_mirror_series_during_a_mirror
     assert!(sum(&samples, "twinlog_shard_partitions", &[]) >= PARTITIONS as f64);
     assert!(!select(&samples, "twinlog_shard_queue_depth", &[("shard", "0")]).is_empty());
     assert!(sum(&samples, "twinlog_shard_queue_capacity", &[]) > 0.0);
-    // io_uring: the appends went through glommio's buffered writes.
+    // The appends went to the page cache: through glommio's buffered writes on the
+    // io_uring, or, the small ones, in place (inline.write.max.bytes).
+    let written = |io: &str, inline: &str| {
+        sum(&samples, io, &[("op", "buffered_write")]) + sum(&samples, inline, &[])
+    };
+    assert!(written("twinlog_io_uring_ops_total", "twinlog_inline_writes_total") > 0.0);
     assert!(
-        sum(
-            &samples,
-            "twinlog_io_uring_ops_total",
-            &[("op", "buffered_write")]
-        ) > 0.0
-    );
-    assert!(
-        sum(
-            &samples,
+        written(
             "twinlog_io_uring_bytes_total",
-            &[("op", "buffered_write")]
+            "twinlog_inline_write_bytes_total"
         ) > 0.0
     );
     // Requests the destination served, and the refused produce.

@@ -177,6 +177,8 @@ pub struct Metrics {
     mirror_fetch_duration: Family<MirrorLabels, LatencyHistogram>,
     produce_groups: Family<ShardLabels, Counter>,
     produce_grouped_requests: Family<ShardLabels, Counter>,
+    inline_writes: Family<ShardLabels, Counter>,
+    inline_write_bytes: Family<ShardLabels, Counter>,
     sampled: Arc<Sampled>,
 }
 
@@ -220,6 +222,8 @@ impl Metrics {
             mirror_fetch_duration: Family::default(),
             produce_groups: Family::default(),
             produce_grouped_requests: Family::default(),
+            inline_writes: Family::default(),
+            inline_write_bytes: Family::default(),
             sampled: Arc::new(Sampled::default()),
         };
         let mut r = Registry::default();
@@ -247,6 +251,16 @@ impl Metrics {
             "twinlog_produce_grouped_requests",
             "Produce requests served in a pipelined group, by shard",
             m.produce_grouped_requests.clone(),
+        );
+        r.register(
+            "twinlog_inline_writes",
+            "Buffered file writes made in place, not through io_uring (inline.write.max.bytes), by shard",
+            m.inline_writes.clone(),
+        );
+        r.register(
+            "twinlog_inline_write_bytes",
+            "Bytes of the buffered file writes made in place, by shard",
+            m.inline_write_bytes.clone(),
         );
         r.register(
             "twinlog_io_uring_ops",
@@ -398,6 +412,16 @@ fn record_request(shard: usize, raw_key: i16, outcome: &'static str, elapsed: Du
     });
     handles.count.inc();
     handles.duration.observe(elapsed);
+}
+
+/// This shard's counters of in-place writes: (writes, bytes).
+pub fn inline_write_counters(shard: usize) -> (Counter, Counter) {
+    let m = global();
+    let labels = ShardLabels { shard };
+    (
+        m.inline_writes.get_or_create_owned(&labels),
+        m.inline_write_bytes.get_or_create_owned(&labels),
+    )
 }
 
 /// Counts a group of `requests` pipelined Produce requests served together.

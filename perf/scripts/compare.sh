@@ -8,8 +8,9 @@
 #      `consume`; perf/scripts/client_bench.py when this twinlog-perf has no `produce`),
 #      with the broker's CPU seconds per GB produced at max rate, and the open-loop latency
 #      run at half of Kafka's max rate measured first (item 5); then small batches: one
-#      partition fed one 1 KiB batch at a time by Kafka's ProducerPerformance (acks=1,
-#      linger.ms=0, batch.size=1024, max.in.flight 5), against issue 20's 50 MB/s;
+#      partition fed one 1 KiB batch at a time by Kafka's ProducerPerformance and by
+#      librdkafka (kcat -P) in turn (acks=1, linger.ms=0, one record per batch, max.in.flight
+#      5), against issue 20's 50 MB/s;
 #   3. native mirroring catch-up of a filled 8-partition topic (1 KiB records) into a
 #      destination with 1 shard and with 2 shards, timed from AddTopicsToMirror until every
 #      partition is MIRRORING with lag 0 (as perf/scripts/mirror_bench.sh), against the
@@ -246,20 +247,38 @@ measure_latency() {
         --label "$3" --quiet --json-out "$OUT/latency-$1.json" > "$OUT/latency-$1.txt"
 }
 # measure_small NAME BOOTSTRAP BROKER_PID: small batches on the existing 1-partition topic
-# `small`: Kafka's own producer, one 1 KiB record per batch (batch.size=1024, linger.ms=0),
-# acks=1, at most 5 requests in flight. Its last line (the totals) goes to NAME.txt, the
-# broker's CPU seconds during the run to NAME.cpu.
+# `small`, one 1 KiB record per batch, acks=1, at most 5 requests in flight, by two
+# clients one after the other: Kafka's own producer (ProducerPerformance, batch.size=1024,
+# linger.ms=0; with the C2 JIT: scripts/kafka.sh runs tools C1-only for start-up, which
+# halves this client's rate) and librdkafka (kcat -P, batch.size=1: one message per
+# batch). Java: its last line (the totals) goes to small-NAME.txt; kcat: its seconds to
+# small-NAME.kcat.time. The broker's CPU seconds during each run go to .cpu and
+# .kcat.cpu, the client's own to .client-cpu and .kcat.client-cpu.
 measure_small() {
-    local name=$1 bootstrap=$2 bpid=$3 c0
+    local name=$1 bootstrap=$2 bpid=$3 c0 t0
     sync # the earlier runs' write-back done
     c0=$(cpu_of "$bpid")
-    KAFKA_JAVA_OPTS="-Xmx1g" bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance \
+    run_rusage "$OUT/small-$name.client-cpu" \
+        env KAFKA_JAVA_OPTS="-Xmx1g -XX:TieredStopAtLevel=4" bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance \
         --topic small --num-records "$SMALL_RECORDS" --record-size 1024 --throughput -1 \
         --producer-props bootstrap.servers="$bootstrap" acks=1 linger.ms=0 batch.size=1024 \
         max.in.flight.requests.per.connection=5 > "$OUT/small-$name.out" 2> "$OUT/small-$name.err"
     echo "$(cpu_of "$bpid") - $c0" | bc > "$OUT/small-$name.cpu"
     tail -1 "$OUT/small-$name.out" > "$OUT/small-$name.txt"
-    log "small batches, $name: $(sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1 MB\/s/' "$OUT/small-$name.txt")"
+    log "small batches, $name, Java producer: $(sed -E 's/.*\(([0-9.]+) MB\/sec\).*/\1 MB\/s/' "$OUT/small-$name.txt")"
+    [ -s "$WORK/small-records.txt" ] || python3 -c 'import sys; sys.stdout.buffer.write((b"x" * 1024 + b"\n") * int(sys.argv[1]))' "$SMALL_RECORDS" > "$WORK/small-records.txt"
+    sync
+    c0=$(cpu_of "$bpid")
+    t0=$(now)
+    if run_rusage "$OUT/small-$name.kcat.client-cpu" kcat -P -b "$bootstrap" -t small -p 0 \
+        -X linger.ms=0 -X batch.size=1 -X max.in.flight=5 -X acks=1 \
+        < "$WORK/small-records.txt" 2> "$OUT/small-$name.kcat.err"; then
+        echo "$(now) - $t0" | bc > "$OUT/small-$name.kcat.time"
+        echo "$(cpu_of "$bpid") - $c0" | bc > "$OUT/small-$name.kcat.cpu"
+        log "small batches, $name, librdkafka: $(python3 -c 'import sys; print("%.2f MB/s" % (int(sys.argv[1]) * 1024 / 2**20 / float(sys.argv[2])))' "$SMALL_RECORDS" "$(cat "$OUT/small-$name.kcat.time")")"
+    else
+        log "small batches, $name, librdkafka: failed (small-$name.kcat.err)"
+    fi
 }
 
 # Kafka first: its max rate sets the latency runs' rate (issue 20: "at half of Kafka's
@@ -330,7 +349,7 @@ if [ "$(cat "$OUT/client")" = twinlog-perf ]; then
         "$OUT"/consume-*.json "$OUT"/latency-*.json "$REPORT_DIR/"
     log "charts: $REPORT_DIR/produce.html, consume.html, latency.html"
 fi
-[ -n "$SKIP_SMALL" ] || cp "$OUT"/small-*.txt "$REPORT_DIR/"
+[ -n "$SKIP_SMALL" ] || cp "$OUT"/small-* "$REPORT_DIR/"
 
 # --- 3. mirroring catch-up: native vs MirrorMaker 2 and the bridge --------------------
 
@@ -612,7 +631,13 @@ else:
             format(r["consume_rec_s"], ","), r["latency_p50_ms"], r["latency_p99_ms"], r["latency_max_ms"]))
 w("")
 import re
+def num(name):
+    try:
+        return float(rd(name))
+    except (OSError, ValueError):
+        return float("nan")
 def small(name):
+    """The Java producer's run on broker NAME, or None."""
     try:
         line = rd("small-%s.txt" % name)
     except OSError:
@@ -623,36 +648,47 @@ def small(name):
     r = {"rec_s": float(m.group(1)), "mb_s": float(m.group(2)), "avg_ms": float(m.group(3)), "max_ms": float(m.group(4))}
     m = re.search(r"(\d+) ms 99th", line)
     r["p99_ms"] = float(m.group(1)) if m else float("nan")
-    try:
-        r["cpu_gb"] = float(rd("small-%s.cpu" % name)) / (int("$SMALL_RECORDS") * 1024 / 1e9)
-    except (OSError, ValueError):
-        r["cpu_gb"] = float("nan")
+    r["cpu_gb"] = num("small-%s.cpu" % name) / (int("$SMALL_RECORDS") * 1024 / 1e9)
+    r["client_cpu"] = num("small-%s.client-cpu" % name)
     return r
+def small_kcat(name):
+    """librdkafka's run on broker NAME, or None."""
+    t = num("small-%s.kcat.time" % name)
+    if t != t:
+        return None
+    n = int("$SMALL_RECORDS")
+    return {"rec_s": n / t, "mb_s": n * 1024 / 2**20 / t, "cpu_gb": num("small-%s.kcat.cpu" % name) / (n * 1024 / 1e9),
+            "client_cpu": num("small-%s.kcat.client-cpu" % name), "seconds": t}
 if not "$SKIP_SMALL":
     w("### Small batches: one partition, one 1 KiB batch at a time")
     w("")
-    w("\`bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance --topic small --num-records $SMALL_RECORDS "
+    w("Two clients in turn, each sending one 1 KiB record per batch, acks=1, at most 5 requests in flight, into a "
+      "topic of one partition, on the same brokers right after their runs above (after \`sync\`). Java: "
+      "\`bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance --topic small --num-records $SMALL_RECORDS "
       "--record-size 1024 --throughput -1 --producer-props bootstrap.servers=B acks=1 linger.ms=0 batch.size=1024 "
-      "max.in.flight.requests.per.connection=5\` (Kafka's Java producer, \`KAFKA_JAVA_OPTS=-Xmx1g\`) into a topic of one "
-      "partition, on the same brokers right after their runs above (after \`sync\`). MB/s and latencies as "
-      "ProducerPerformance prints them (its MB/sec counts record values). Broker CPU: the broker process's "
-      "user + system seconds during the run, per GB of record values.")
+      "max.in.flight.requests.per.connection=5\` with \`KAFKA_JAVA_OPTS\` set to \`-Xmx1g -XX:TieredStopAtLevel=4\` (the C2 JIT; "
+      "scripts/kafka.sh runs tools C1-only for start-up); MB/s, records/s and latencies as it prints them (its MB/sec "
+      "is MiB/s of record values). librdkafka: \`kcat -P -b B -t small -p 0 -X linger.ms=0 -X batch.size=1 -X "
+      "max.in.flight=5 -X acks=1\` reading $SMALL_RECORDS lines of 1,024 bytes, MiB/s of values over kcat's whole run "
+      "(connect to last acknowledgement). Broker CPU: the broker process's user + system seconds during the run, per "
+      "GB of record values; client CPU: the client process's own seconds.")
     w("")
-    w("| broker | produce | records/s | latency avg / p99 / max | broker CPU per GB | Twinlog : Kafka | issue 20: at least 50 MB/s |")
-    w("| --- | ---: | ---: | --- | ---: | ---: | --- |")
-    ks = small("kafka")
+    w("| client | broker | produce | records/s | latency avg / p99 / max | broker CPU per GB | client CPU | Twinlog : Kafka | issue 20: at least 50 MB/s |")
+    w("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |")
     names = [("1", "Twinlog, 1 shard"), ("2", "Twinlog, 2 shards"), ("kafka", "Apache Kafka 4.1.2")]
-    for n, label in names:
-        r = small(n)
-        if not r:
-            if n != "kafka" or not "$SKIP_KAFKA":
-                w("| %s | failed: see small-%s.out | | | | | |" % (label, n))
-            continue
-        vs = "%.2fx" % (r["mb_s"] / ks["mb_s"]) if ks and n != "kafka" else ""
-        goal = ("met" if r["mb_s"] >= 50 else "not met") if n != "kafka" else ""
-        w("| %s | %.2f MB/s | %s | %.2f / %.0f / %.0f ms | %.2f s | %s | %s |" % (
-            label, r["mb_s"], format(round(r["rec_s"]), ","), r["avg_ms"], r["p99_ms"], r["max_ms"],
-            r["cpu_gb"], vs, goal))
+    for client, get in (("Java producer", small), ("librdkafka (kcat)", small_kcat)):
+        ks = get("kafka")
+        for n, label in names:
+            r = get(n)
+            if not r:
+                if n != "kafka" or not "$SKIP_KAFKA":
+                    w("| %s | %s | failed: see small-%s.* | | | | | | |" % (client, label, n))
+                continue
+            vs = "%.2fx" % (r["mb_s"] / ks["mb_s"]) if ks and n != "kafka" else ""
+            goal = ("met" if r["mb_s"] >= 50 else "not met") if n != "kafka" else ""
+            lat = ("%.2f / %.0f / %.0f ms" % (r["avg_ms"], r["p99_ms"], r["max_ms"])) if "avg_ms" in r else "—"
+            w("| %s | %s | %.2f MB/s | %s | %s | %.2f s | %.1f s | %s | %s |" % (
+                client, label, r["mb_s"], format(round(r["rec_s"]), ","), lat, r["cpu_gb"], r["client_cpu"], vs, goal))
     w("")
 w("### Mirroring catch-up: native vs MirrorMaker 2" + ("" if "$SKIP_BRIDGE" else " and a MirrorMaker-style bridge"))
 w("")

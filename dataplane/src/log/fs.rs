@@ -262,10 +262,14 @@ thread_local! {
     static INLINE_WRITES: RefCell<InlineWrites> = RefCell::new(InlineWrites::new(DEFAULT_INLINE_WRITE_MAX_BYTES));
 }
 
-/// Sets this shard thread's inline-write bound (`inline.write.max.bytes`; 0: every
-/// write through io_uring).
-pub fn set_inline_write_max(bytes: usize) {
-    INLINE_WRITES.with(|w| *w.borrow_mut() = InlineWrites::new(bytes));
+/// Sets shard `shard`'s inline-write bound (`inline.write.max.bytes`; 0: every write
+/// through io_uring), on its own thread; its in-place writes are counted under it.
+pub fn set_inline_write_max(shard: usize, bytes: usize) {
+    INLINE_WRITES.with(|w| {
+        let mut w = w.borrow_mut();
+        *w = InlineWrites::new(bytes);
+        w.counters = Some(crate::metrics::inline_write_counters(shard));
+    });
 }
 
 /// What an inline write attempt did.
@@ -295,6 +299,11 @@ struct InlineWrites {
     /// Until then, every write goes through io_uring.
     paused_until: Option<std::time::Instant>,
     pause: std::time::Duration,
+    /// `twinlog_inline_writes_total` and `_bytes_total` of this shard, once it is one.
+    counters: Option<(
+        prometheus_client::metrics::counter::Counter,
+        prometheus_client::metrics::counter::Counter,
+    )>,
 }
 
 impl InlineWrites {
@@ -304,7 +313,16 @@ impl InlineWrites {
             nowait: true,
             paused_until: None,
             pause: INLINE_PAUSE_MIN,
+            counters: None,
         }
+    }
+
+    fn count(&self, bytes: usize) -> Inline {
+        if let Some((writes, total)) = &self.counters {
+            writes.inc();
+            total.inc_by(bytes as u64);
+        }
+        Inline::Done(bytes)
     }
 
     fn write(&mut self, file: &BufferedFile, buf: &[u8], pos: u64) -> Inline {
@@ -321,7 +339,7 @@ impl InlineWrites {
         let fd = borrowed_fd(file);
         if self.nowait {
             match pwritev2(fd, &[io::IoSlice::new(buf)], pos, ReadWriteFlags::NOWAIT) {
-                Ok(n) => return Inline::Done(n),
+                Ok(n) => return self.count(n),
                 Err(Errno::AGAIN | Errno::INTR) => return Inline::Declined,
                 Err(Errno::OPNOTSUPP | Errno::NOSYS | Errno::INVAL) => self.nowait = false,
                 Err(e) => return Inline::Failed(e.into()),
@@ -338,7 +356,7 @@ impl InlineWrites {
             self.pause = INLINE_PAUSE_MIN;
         }
         match written {
-            Ok(n) => Inline::Done(n),
+            Ok(n) => self.count(n),
             Err(Errno::INTR | Errno::AGAIN) => Inline::Declined,
             Err(e) => Inline::Failed(e.into()),
         }
