@@ -250,7 +250,7 @@ measure_latency() {
 # `small`, one 1 KiB record per batch, acks=1, at most 5 requests in flight, by two
 # clients one after the other: Kafka's own producer (ProducerPerformance, batch.size=1024,
 # linger.ms=0; with the C2 JIT: scripts/kafka.sh runs tools C1-only for start-up, which
-# halves this client's rate) and librdkafka (kcat -P, batch.size=1: one message per
+# costs this client about a third of its rate) and librdkafka (kcat -P, batch.size=1: one message per
 # batch). Java: its last line (the totals) goes to small-NAME.txt; kcat: its seconds to
 # small-NAME.kcat.time. The broker's CPU seconds during each run go to .cpu and
 # .kcat.cpu, the client's own to .client-cpu and .kcat.client-cpu.

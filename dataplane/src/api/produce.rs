@@ -146,20 +146,11 @@ pub async fn append_sets_on_owner(
     sets: Vec<ProduceSet>,
 ) -> Vec<PartitionProduceResult> {
     let mut results: Vec<Option<PartitionProduceResult>> = sets.iter().map(|_| None).collect();
-    let fill = |results: &mut Vec<Option<PartitionProduceResult>>, r: PartitionProduceResult| {
-        for slot in results.iter_mut().filter(|s| s.is_none()) {
-            *slot = Some(r.clone());
-        }
-    };
     let Some(partition) = ctx.partition(&tp) else {
-        fill(
-            &mut results,
+        return answer_rest(
+            results,
             PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
         );
-        return results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
-            .collect();
     };
     for (set, slot) in sets.iter().zip(results.iter_mut()) {
         let Some(records) = set.records.as_ref().filter(|r| !r.is_empty()) else {
@@ -180,24 +171,16 @@ pub async fn append_sets_on_owner(
         }
     }
     let Ok(mut log) = partition.write().await else {
-        fill(
-            &mut results,
+        return answer_rest(
+            results,
             PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
         );
-        return results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
-            .collect();
     };
     if !partition.is_leader() {
-        fill(
-            &mut results,
+        return answer_rest(
+            results,
             PartitionProduceResult::error(ResponseError::NotLeaderOrFollower, None),
         );
-        return results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
-            .collect();
     }
     let min_isr = log.config().min_insync_replicas.max(1) as usize;
     let isr = partition.leadership().isr.len();
@@ -214,18 +197,14 @@ pub async fn append_sets_on_owner(
     // Checked under the log lock (audit B-14): a produce that waited for the lock while
     // a mirror's PREPARING truncated the log must not append after it.
     if let Some(message) = read_only_reason(&ctx, &tp) {
-        fill(
-            &mut results,
+        return answer_rest(
+            results,
             PartitionProduceResult {
                 error_code: read_only_code(&ctx, &tp),
                 error_message: Some(message),
                 ..PartitionProduceResult::empty()
             },
         );
-        return results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
-            .collect();
     }
     let todo: Vec<usize> = (0..sets.len()).filter(|&i| results[i].is_none()).collect();
     let records = todo
@@ -278,9 +257,17 @@ pub async fn append_sets_on_owner(
             r.error_message = Some(message);
         }
     }
+    answer_rest(results, PartitionProduceResult::lost())
+}
+
+/// The answers of `results`, `rest` for every set not answered yet.
+fn answer_rest(
+    results: Vec<Option<PartitionProduceResult>>,
+    rest: PartitionProduceResult,
+) -> Vec<PartitionProduceResult> {
     results
         .into_iter()
-        .map(|r| r.unwrap_or_else(PartitionProduceResult::lost))
+        .map(|r| r.unwrap_or_else(|| rest.clone()))
         .collect()
 }
 

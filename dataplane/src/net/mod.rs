@@ -354,26 +354,21 @@ async fn serve_stream<S>(
         }
         // Produce requests pipelined behind this one and already read are served
         // with it, as one group.
-        if api_key_of(&frame) == Some(ApiKey::Produce) {
-            let mut frames = vec![frame];
+        let mut frames = vec![frame];
+        if api_key_of(&frames[0]) == Some(ApiKey::Produce) {
             while frames.len() < ctx.settings.in_flight_requests_max {
                 match reader.next_buffered(max, |f| api_key_of(f) == Some(ApiKey::Produce)) {
                     Some(f) => frames.push(f),
                     None => break,
                 }
             }
-            if frames.len() > 1 {
-                if !serve_produce_group(ctx, &mut stream, frames, &conn).await {
-                    break;
-                }
-                continue;
-            }
-            if !serve_frame(ctx, &mut stream, frames.remove(0), &conn).await {
-                break;
-            }
-            continue;
         }
-        if !serve_frame(ctx, &mut stream, frame, &conn).await {
+        let served = if frames.len() > 1 {
+            serve_produce_group(ctx, &mut stream, frames, &conn).await
+        } else {
+            serve_frame(ctx, &mut stream, frames.remove(0), &conn).await
+        };
+        if !served {
             break;
         }
     }
