@@ -15,6 +15,8 @@
 #   JAVA_OPTS_EXTRA=…      more JVM options for the Java client, e.g. -XX:TieredStopAtLevel=4
 #                          (scripts/kafka.sh runs tools C1-only for start-up)
 #   EXTRA=…                more client settings (Java: k=v producer props; kcat: -X k=v)
+#   CLIENT_CPUS=…          pin the client to these CPUs (taskset -c), e.g. 1 with SHARDS=1:
+#                          broker and client on cores of their own, as on separate hosts
 #
 # Prints the client's totals and CPU seconds, the broker's CPU seconds and its busiest
 # threads, and the broker's Produce and grouped-request counters (`/metrics`).
@@ -56,6 +58,8 @@ done
 bash scripts/kafka.sh tool kafka-topics --bootstrap-server 127.0.0.1:$port --create \
     --topic small --partitions 1 --replication-factor 1 > /dev/null
 
+PIN=()
+[ -z "${CLIENT_CPUS:-}" ] || PIN=(taskset -c "$CLIENT_CPUS")
 sync
 c0=$(cpu_of "/proc/$BP/stat")
 case "${CLIENT:-java}" in
@@ -64,7 +68,7 @@ kcat)
         "$RECORDS" > "$WORK/records.txt"
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
-    /usr/bin/time -f "client CPU: %U s user + %S s system" kcat -P -b 127.0.0.1:$port \
+    "${PIN[@]}" /usr/bin/time -f "client CPU: %U s user + %S s system" kcat -P -b 127.0.0.1:$port \
         -t small -p 0 -X linger.ms=0 -X batch.size=1 -X max.in.flight=5 -X acks=1 ${EXTRA:-} \
         < "$WORK/records.txt"
     t1=$(date +%s.%N)
@@ -73,7 +77,7 @@ kcat)
     ;;
 java)
     # shellcheck disable=SC2086
-    KAFKA_JAVA_OPTS="-Xmx1g ${JAVA_OPTS_EXTRA:-}" /usr/bin/time \
+    KAFKA_JAVA_OPTS="-Xmx1g ${JAVA_OPTS_EXTRA:-}" "${PIN[@]}" /usr/bin/time \
         -f "client CPU: %U s user + %S s system over %e s" \
         bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance \
         --topic small --num-records "$RECORDS" --record-size 1024 --throughput -1 \
