@@ -16,6 +16,9 @@
 # Environment (optional): RUN_SECONDS=20 FAILOVER_PARTITIONS=1000 NO_BUILD=1
 #   RESULTS=perf/RESULTS.md ("-": print only) WORK=… (scratch dir, removed after)
 #   SESSION_TIMEOUT_MS=9000 (both clusters' broker.session.timeout.ms, Kafka's default)
+#   TARGET_DIR=… (where the release binaries are; default $CARGO_TARGET_DIR, else target)
+#   SKIP_FAILOVER=1 (the produce runs only: perf/scripts/compare.sh's replication step)
+#   SUMMARY=FILE (also write the produce runs as JSON there, for compare.sh's report)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 RUN_SECONDS=${RUN_SECONDS:-20}
@@ -23,7 +26,7 @@ FAILOVER_PARTITIONS=${FAILOVER_PARTITIONS:-1000}
 SESSION_TIMEOUT_MS=${SESSION_TIMEOUT_MS:-9000}
 RESULTS=${RESULTS:-perf/RESULTS.md}
 WORK=${WORK:-$(mktemp -d /tmp/twinlog-cluster-XXXXXX)}
-TARGET_DIR=${CARGO_TARGET_DIR:-target}
+TARGET_DIR=${TARGET_DIR:-${CARGO_TARGET_DIR:-target}}
 TWINLOG=$TARGET_DIR/release/twinlog
 PERF=$TARGET_DIR/release/twinlog-perf
 KAFKA_SH=scripts/kafka.sh
@@ -164,6 +167,17 @@ for acks in -1 1; do
         log "$c acks=$acks: ${RES[$c$acks]} (MB/s, p99 ms, CPU s/GB)"
     done
 done
+
+if [ -n "${SUMMARY:-}" ]; then
+    python3 - "$SUMMARY" "${RES[tw-1]}" "${RES[kf-1]}" "${RES[tw1]}" "${RES[kf1]}" <<'EOF'
+import json, sys
+keys = ("mb_s", "p99_ms", "cpu_s_per_gb")
+runs = [dict(zip(keys, map(float, r.split()))) for r in sys.argv[2:]]
+json.dump({"twinlog_acks_all": runs[0], "kafka_acks_all": runs[1],
+           "twinlog_acks_1": runs[2], "kafka_acks_1": runs[3]}, open(sys.argv[1], "w"), indent=1)
+EOF
+fi
+[ -z "${SKIP_FAILOVER:-}" ] || exit 0
 
 # failover CLUSTER: SIGKILL the leader of bench-0, time to the first acks=all produce on
 # the new leader; prints seconds.

@@ -24,6 +24,10 @@
 #   5. Apache Kafka 4.1 (one KRaft broker from scripts/kafka.sh) under the same produce,
 #      consume, latency and small-batch runs as item 2, with the same clients; it runs
 #      before item 2, so that the latency rate can be half of Kafka's max rate;
+#   6. replication: three Twinlog nodes beside three Apache Kafka nodes, an 8-partition
+#      topic with replication factor 3 and min.insync.replicas=2, twinlog-perf produce
+#      with acks=all and acks=1 (perf/scripts/cluster_bench.sh with SKIP_FAILOVER=1):
+#      throughput and the three brokers' CPU seconds per GB, against issue 20's 2x and 0.5x;
 #
 # and appends a dated markdown section (commands, machine, date) to perf/RESULTS.md.
 # The produce, consume and latency runs are also drawn side by side (`twinlog-perf report
@@ -45,6 +49,8 @@
 #   LATENCY_SECONDS=5      length of each latency run
 #   SMALL_RECORDS=200000   records of the small-batch runs (ProducerPerformance)
 #   SKIP_SMALL=1           leave out the small-batch runs
+#   REPLICATION_SECONDS=15 length of each replicated produce run (item 6)
+#   SKIP_REPLICATION=1     leave out item 6 (also left out with SKIP_KAFKA)
 #   FAILOVER_PARTITIONS="1 1000"
 #   DEST_DIRECT_IO=true    `log.direct.io` of every copy's destination (native and bridge
 #                          alike); the source and the produce/consume brokers keep the
@@ -66,12 +72,12 @@
 # Needs the Rust toolchain, python3, .venv (scripts/test.sh creates it: confluent-kafka for
 # the fill), cmake and a C compiler (the bridge's vendored librdkafka), bc, and for Kafka
 # and MirrorMaker 2 a JDK with Maven (`scripts/kafka.sh install`, which scripts/test.sh runs). On a 2-core
-# machine: about 5 minutes of measurements (half a minute more with PROFILE_DIR) after the builds
+# machine: about 5 minutes of measurements, 2 more for item 6 (half a minute more with PROFILE_DIR) after the builds
 # (3.5 minutes for a release build of a changed workspace, 3 for the bridge's first).
 # A quick check of the script itself (minutes, numbers not for RESULTS.md):
 #   NO_BUILD=1 SKIP_BRIDGE=1 RESULTS=- RECORDS=100000 RUNS=1 PRODUCE_SECONDS=3 \
 #     PRODUCE_RECORDS=300000 LATENCY_SECONDS=2 SMALL_RECORDS=20000 FAILOVER_PARTITIONS=1 \
-#     perf/scripts/compare.sh
+#     REPLICATION_SECONDS=3 perf/scripts/compare.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -86,6 +92,8 @@ LATENCY_RATE_GIVEN=${LATENCY_RATE:+1}
 LATENCY_SECONDS=${LATENCY_SECONDS:-5}
 SMALL_RECORDS=${SMALL_RECORDS:-200000}
 SKIP_SMALL=${SKIP_SMALL:-}
+REPLICATION_SECONDS=${REPLICATION_SECONDS:-15}
+SKIP_REPLICATION=${SKIP_REPLICATION:-${SKIP_KAFKA:-}}
 SKIP_BRIDGE=${SKIP_BRIDGE:-}
 FAILOVER_PARTITIONS=${FAILOVER_PARTITIONS-1 1000}
 DEST_DIRECT_IO=${DEST_DIRECT_IO:-true}
@@ -508,6 +516,18 @@ done
 stop b
 stop a
 
+# --- 6. replication: three nodes each, RF 3 ------------------------------------------
+if [ -z "$SKIP_REPLICATION" ]; then
+    log "replication: three Twinlog and three Kafka nodes, RF 3, ${REPLICATION_SECONDS}s per run"
+    mkdir -p "$WORK/cluster"
+    # Its own scratch directory under WORK: cluster_bench.sh removes it when done.
+    TARGET_DIR=$TARGET_DIR NO_BUILD=1 SKIP_FAILOVER=1 RESULTS=- RUN_SECONDS=$REPLICATION_SECONDS \
+        SUMMARY=$OUT/replication.json WORK=$WORK/cluster bash perf/scripts/cluster_bench.sh \
+        > "$OUT/replication.txt" 2> "$OUT/replication.log" ||
+        log "replication step failed: see replication.log"
+    cp "$OUT"/replication.* "$REPORT_DIR/" 2>/dev/null || true
+fi
+
 # --- the report ----------------------------------------------------------------------
 log "writing the report"
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -537,6 +557,7 @@ knobs = ("RECORDS=$RECORDS, RUNS=$RUNS, PRODUCE_SECONDS=$PRODUCE_SECONDS, PRODUC
          + ("LATENCY_RATE=$LATENCY_RATE" if "$LATENCY_RATE_GIVEN" else "LATENCY_RATE unset: $LATENCY_RATE")
          + ", LATENCY_SECONDS=$LATENCY_SECONDS"
          + ("" if "$SKIP_SMALL" else ", SMALL_RECORDS=$SMALL_RECORDS")
+         + ("" if "$SKIP_REPLICATION" else ", REPLICATION_SECONDS=$REPLICATION_SECONDS")
          + (", SKIP_BRIDGE=1" if "$SKIP_BRIDGE" else "") + (", SKIP_KAFKA=1" if "$SKIP_KAFKA" else ""))
 w("Command: \`perf/scripts/compare.sh\` (" + knobs + "). Machine: \`nproc\` = $MACHINE_CORES, "
   "\`lscpu | grep 'Model name'\` = \"$MACHINE_MODEL\", $(uname -sr); date $(date -u '+%Y-%m-%d %H:%M') UTC; "
@@ -787,6 +808,30 @@ if fo:
     w("| ---: | ---: |")
     for p in fo:
         w("| %s | %.3f |" % (format(int(p), ","), span("failover-%s.time" % p)))
+    w("")
+if not "$SKIP_REPLICATION":
+    w("### Replication: three nodes, replication factor 3")
+    w("")
+    w("\`perf/scripts/cluster_bench.sh\` with SKIP_FAILOVER=1 and RUN_SECONDS=$REPLICATION_SECONDS: three Twinlog "
+      "nodes and three Apache Kafka 4.1.2 nodes (KRaft, combined broker and controller roles, -Xmx1g G1 each) on "
+      "loopback, all six processes on the machine's cores; one topic of 8 partitions, replication factor 3, "
+      "min.insync.replicas=2; \`twinlog-perf produce --acks A --duration ${REPLICATION_SECONDS}s --record-size 1024\` "
+      "through all three nodes, closed loop, after an 8 s warm-up on each cluster. CPU: user + system seconds of "
+      "the three broker processes over the run, per GB produced.")
+    w("")
+    r = js("replication.json")
+    if not r:
+        w("The step failed: see replication.log in $REPORT_DIR.")
+    else:
+        w("| acks | Twinlog | Kafka | Twinlog : Kafka (issue 20: at least 2x) | Twinlog CPU per GB | Kafka CPU per GB | ratio (issue 20: at most 0.5x) | p99 Twinlog / Kafka |")
+        w("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+        for acks, key in (("all", "acks_all"), ("1", "acks_1")):
+            t, k = r["twinlog_" + key], r["kafka_" + key]
+            tr = t["mb_s"] / k["mb_s"] if k["mb_s"] else float("nan")
+            cr = t["cpu_s_per_gb"] / k["cpu_s_per_gb"] if k["cpu_s_per_gb"] else float("nan")
+            w("| %s | %.1f MB/s | %.1f MB/s | **%.2fx** (%s) | %.1f s | %.1f s | **%.2fx** (%s) | %.2f / %.2f ms |" % (
+                acks, t["mb_s"], k["mb_s"], tr, "met" if tr >= 2 else "not met", t["cpu_s_per_gb"],
+                k["cpu_s_per_gb"], cr, "met" if cr <= 0.5 else "not met", t["p99_ms"], k["p99_ms"]))
     w("")
 print("\n".join(L))
 PY
