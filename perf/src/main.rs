@@ -19,6 +19,7 @@ mod batch;
 mod ceilings;
 mod consume;
 mod html;
+mod idle_floor;
 mod mirror;
 mod produce;
 mod report;
@@ -38,6 +39,9 @@ enum Command {
     /// Measure this machine's physical ceilings (CRC32C, memcpy, sequential disk write,
     /// loopback TCP), the numbers a broker's throughput is judged against.
     Ceilings(ceilings::CeilingsArgs),
+    /// Answer idle long polls as cheaply as a server can (one epoll thread, no broker):
+    /// the floor that perf/scripts/idle_consumers.sh measures beside the brokers.
+    IdleFloor(idle_floor::IdleFloorArgs),
     /// Produce to a topic: max rate (closed loop) or a fixed rate (open loop, latency
     /// measured from each record's intended send time).
     Produce(ProduceArgs),
@@ -308,6 +312,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Ceilings(args) => ceilings::run(&args).map_err(|e| e.to_string()),
+        Command::IdleFloor(args) => idle_floor::run(&args).map_err(|e| e.to_string()),
         Command::Produce(args) => workload::produce(&args),
         Command::Consume(args) => workload::consume(&args),
         Command::E2e(args) => workload::e2e(&args),
