@@ -335,9 +335,15 @@ pub fn run(args: ServeArgs) -> Result<(), ServeError> {
             config.listener_cpu_steering.then_some(shard_cfg.core),
         ));
         let inline_write_max = shard_cfg.inline_write_max_bytes;
-        let handle = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
+        let mut builder = LocalExecutorBuilder::new(Placement::Fixed(shard_cfg.core))
             .name(&format!("shard-{id}"))
-            .io_memory(shard_cfg.io_memory_bytes)
+            .io_memory(shard_cfg.io_memory_bytes);
+        if shard_cfg.spin_before_park_us > 0 {
+            builder = builder.spin_before_park(std::time::Duration::from_micros(
+                shard_cfg.spin_before_park_us,
+            ));
+        }
+        let handle = builder
             .spawn(move || async move {
                 dataplane::log::fs::set_inline_write_max(id, inline_write_max);
                 let (router, metadata, controller, settings, stop, stopped, ready, groups) =

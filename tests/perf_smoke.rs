@@ -205,6 +205,67 @@ fn produce_consume_e2e_and_report() {
     );
 }
 
+/// Small batches pipelined on one connection (`--pipeline 5`, one 1 KiB record per
+/// batch) into one partition of a shard that spins before it parks: every record is
+/// acknowledged once and reads back, in the count sent.
+#[test]
+fn pipelined_small_batches_on_a_spinning_shard() {
+    let Some(bin) = perf_or_skip("pipelined_small_batches_on_a_spinning_shard") else {
+        return;
+    };
+    let broker = Broker::start(&format!(
+        "{BROKER_CONFIG}\n[[shard]]\ncore = 0\nspin.before.park.us = 50\n"
+    ));
+    let bootstrap = broker.bootstrap();
+    let out = perf(
+        &bin,
+        &[
+            "produce",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "small",
+            "--create-partitions",
+            "1",
+            "--partitions",
+            "1",
+            "--records",
+            "3000",
+            "--record-size",
+            "1024",
+            "--batch-size",
+            "1024",
+            "--in-flight",
+            "1",
+            "--pipeline",
+            "5",
+            "--threads",
+            "1",
+            "--duration",
+            "120s",
+        ],
+        &[&broker],
+    );
+    assert_eq!(count_after(&out, "produced:"), 3000, "{out}");
+    assert_eq!(errors(&out), 0, "{out}");
+    let out = perf(
+        &bin,
+        &[
+            "consume",
+            "--bootstrap-server",
+            &bootstrap,
+            "--topic",
+            "small",
+            "--duration",
+            "120s",
+            "--to-end",
+        ],
+        &[&broker],
+    );
+    assert_eq!(count_after(&out, "consumed:"), 3000, "{out}");
+    assert_eq!(errors(&out), 0, "{out}");
+}
+
 /// Fill a topic on one broker, mirror it into another, wait for catch-up, then two
 /// seconds at a steady rate with lag samples.
 #[test]

@@ -8,9 +8,10 @@
 #      `consume`; perf/scripts/client_bench.py when this twinlog-perf has no `produce`),
 #      with the broker's CPU seconds per GB produced at max rate, and the open-loop latency
 #      run at half of Kafka's max rate measured first (item 5); then small batches: one
-#      partition fed one 1 KiB batch at a time by Kafka's ProducerPerformance and by
-#      librdkafka (kcat -P) in turn (acks=1, linger.ms=0, one record per batch, max.in.flight
-#      5), against issue 20's 50 MB/s;
+#      partition fed one 1 KiB batch at a time by Kafka's ProducerPerformance, by
+#      librdkafka (kcat -P) and by twinlog-perf (--pipeline 5) in turn (acks=1, linger.ms=0,
+#      one record per batch, 5 requests in flight on one connection), against issue 20's
+#      50 MB/s, and once more on a 1-shard broker with `spin.before.park.us` = $SMALL_SPIN_US;
 #   3. native mirroring catch-up of a filled 8-partition topic (1 KiB records) into a
 #      destination with 1 shard and with 2 shards, timed from AddTopicsToMirror until every
 #      partition is MIRRORING with lag 0 (as perf/scripts/mirror_bench.sh), against the
@@ -49,6 +50,7 @@
 #   LATENCY_SECONDS=5      length of each latency run
 #   SMALL_RECORDS=200000   records of the small-batch runs (ProducerPerformance)
 #   SKIP_SMALL=1           leave out the small-batch runs
+#   SMALL_SPIN_US=50       spin.before.park.us of the extra 1-shard small-batch broker
 #   REPLICATION_SECONDS=15 length of each replicated produce run (item 6)
 #   SKIP_REPLICATION=1     leave out item 6 (also left out with SKIP_KAFKA)
 #   FAILOVER_PARTITIONS="1 1000"
@@ -92,6 +94,7 @@ LATENCY_RATE_GIVEN=${LATENCY_RATE:+1}
 LATENCY_SECONDS=${LATENCY_SECONDS:-5}
 SMALL_RECORDS=${SMALL_RECORDS:-200000}
 SKIP_SMALL=${SKIP_SMALL:-}
+SMALL_SPIN_US=${SMALL_SPIN_US:-50}
 REPLICATION_SECONDS=${REPLICATION_SECONDS:-15}
 SKIP_REPLICATION=${SKIP_REPLICATION:-${SKIP_KAFKA:-}}
 SKIP_BRIDGE=${SKIP_BRIDGE:-}
@@ -171,6 +174,7 @@ for s in 1 2; do
         } > "$WORK/shards$s$role.toml"
     done
 done
+sed "s/^core = 0$/core = 0\nspin.before.park.us = $SMALL_SPIN_US/" "$WORK/shards1.toml" > "$WORK/shards1-spin.toml"
 
 # start NAME SHARDS [-dest]: a fresh broker; sets ADDR[NAME] and PID[NAME].
 start() {
@@ -259,9 +263,12 @@ measure_latency() {
 # clients one after the other: Kafka's own producer (ProducerPerformance, batch.size=1024,
 # linger.ms=0; with the C2 JIT: scripts/kafka.sh runs tools C1-only for start-up, which
 # costs this client about a third of its rate) and librdkafka (kcat -P, batch.size=1: one message per
-# batch). Java: its last line (the totals) goes to small-NAME.txt; kcat: its seconds to
-# small-NAME.kcat.time. The broker's CPU seconds during each run go to .cpu and
-# .kcat.cpu, the client's own to .client-cpu and .kcat.client-cpu.
+# batch), then twinlog-perf's pipelined producer (--batch-size 1024 --pipeline 5, one
+# connection, one executor) when this twinlog-perf has --pipeline. Java: its last line (the
+# totals) goes to small-NAME.txt; kcat: its seconds to small-NAME.kcat.time; twinlog-perf:
+# its JSON report to small-NAME.perf.json. The broker's CPU seconds during each run go to
+# .cpu, .kcat.cpu and .perf.cpu, the client's own to .client-cpu, .kcat.client-cpu and
+# .perf.client-cpu.
 measure_small() {
     local name=$1 bootstrap=$2 bpid=$3 c0 t0
     sync # the earlier runs' write-back done
@@ -286,6 +293,18 @@ measure_small() {
         log "small batches, $name, librdkafka: $(python3 -c 'import sys; print("%.2f MB/s" % (int(sys.argv[1]) * 1024 / 2**20 / float(sys.argv[2])))' "$SMALL_RECORDS" "$(cat "$OUT/small-$name.kcat.time")")"
     else
         log "small batches, $name, librdkafka: failed (small-$name.kcat.err)"
+    fi
+    "$PERF" produce --help | grep -q -- --pipeline || return 0
+    sync
+    c0=$(cpu_of "$bpid")
+    if run_rusage "$OUT/small-$name.perf.client-cpu" "$PERF" produce --bootstrap-server "$bootstrap" \
+        --topic small --partitions 1 --records "$SMALL_RECORDS" --record-size 1024 --batch-size 1024 \
+        --acks 1 --in-flight 1 --pipeline 5 --threads 1 --duration 10m --quiet \
+        --json-out "$OUT/small-$name.perf.json" > "$OUT/small-$name.perf.txt" 2>&1; then
+        echo "$(cpu_of "$bpid") - $c0" | bc > "$OUT/small-$name.perf.cpu"
+        log "small batches, $name, twinlog-perf: $(grep -o '[0-9,]* records/s' "$OUT/small-$name.perf.txt")"
+    else
+        log "small batches, $name, twinlog-perf: failed (small-$name.perf.txt)"
     fi
 }
 
@@ -344,6 +363,13 @@ for s in 1 2; do
     fi
     stop p$s
 done
+if [ -z "$SKIP_SMALL" ]; then
+    start p1spin 1 -spin
+    "$TWINLOG" topic create small --partitions 1 --bootstrap-server "${ADDR[p1spin]}" > /dev/null
+    log "small batches, 1 shard with spin.before.park.us = $SMALL_SPIN_US: $SMALL_RECORDS records, 1 partition"
+    measure_small 1spin "${ADDR[p1spin]}" "${PID[p1spin]}"
+    stop p1spin
+fi
 
 # Twinlog and Kafka side by side, one page per kind of run (the JSON runs are the input).
 if [ "$(cat "$OUT/client")" = twinlog-perf ]; then
@@ -680,6 +706,16 @@ def small_kcat(name):
     n = int("$SMALL_RECORDS")
     return {"rec_s": n / t, "mb_s": n * 1024 / 2**20 / t, "cpu_gb": num("small-%s.kcat.cpu" % name) / (n * 1024 / 1e9),
             "client_cpu": num("small-%s.kcat.client-cpu" % name), "seconds": t}
+def small_perf(name):
+    """twinlog-perf's pipelined run on broker NAME, or None."""
+    r = js("small-%s.perf.json" % name)
+    if not r or r.get("errors"):
+        return None
+    p, lat = r["produce"], r["produce_latency"]
+    n = p["records"]
+    return {"rec_s": p["records_per_s"], "mb_s": n * 1024 / 2**20 / p["seconds"], "avg_ms": lat["mean_ms"],
+            "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"], "cpu_gb": num("small-%s.perf.cpu" % name) / (n * 1024 / 1e9),
+            "client_cpu": num("small-%s.perf.client-cpu" % name)}
 if not "$SKIP_SMALL":
     w("### Small batches: one partition, one 1 KiB batch at a time")
     w("")
@@ -691,13 +727,19 @@ if not "$SKIP_SMALL":
       "scripts/kafka.sh runs tools C1-only for start-up); MB/s, records/s and latencies as it prints them (its MB/sec "
       "is MiB/s of record values). librdkafka: \`kcat -P -b B -t small -p 0 -X linger.ms=0 -X batch.size=1 -X "
       "max.in.flight=5 -X acks=1\` reading $SMALL_RECORDS lines of 1,024 bytes, MiB/s of values over kcat's whole run "
-      "(connect to last acknowledgement). Broker CPU: the broker process's user + system seconds during the run, per "
-      "GB of record values; client CPU: the client process's own seconds.")
+      "(connect to last acknowledgement). twinlog-perf: \`twinlog-perf produce --topic small --partitions 1 --records "
+      "$SMALL_RECORDS --record-size 1024 --batch-size 1024 --acks 1 --in-flight 1 --pipeline 5 --threads 1\` (one "
+      "connection with 5 requests in flight, answers read in order; MiB/s of record values over its run, latency "
+      "per request). The last Twinlog row is a 1-shard broker with \`spin.before.park.us = $SMALL_SPIN_US\` (the "
+      "executor polls that long before it sleeps). Broker CPU: the broker process's user + system seconds during "
+      "the run, per GB of record values; client CPU: the client process's own seconds.")
     w("")
     w("| client | broker | produce | records/s | latency avg / p99 / max | broker CPU per GB | client CPU | Twinlog : Kafka | issue 20: at least 50 MB/s |")
     w("| --- | --- | ---: | ---: | --- | ---: | ---: | ---: | --- |")
-    names = [("1", "Twinlog, 1 shard"), ("2", "Twinlog, 2 shards"), ("kafka", "Apache Kafka 4.1.2")]
-    for client, get in (("Java producer", small), ("librdkafka (kcat)", small_kcat)):
+    names = [("1", "Twinlog, 1 shard"), ("2", "Twinlog, 2 shards"),
+             ("1spin", "Twinlog, 1 shard, spin %s µs" % "$SMALL_SPIN_US"), ("kafka", "Apache Kafka 4.1.2")]
+    for client, get in (("Java producer", small), ("librdkafka (kcat)", small_kcat),
+                        ("twinlog-perf (pipeline 5)", small_perf)):
         ks = get("kafka")
         for n, label in names:
             r = get(n)
@@ -707,7 +749,8 @@ if not "$SKIP_SMALL":
                 continue
             vs = "%.2fx" % (r["mb_s"] / ks["mb_s"]) if ks and n != "kafka" else ""
             goal = ("met" if r["mb_s"] >= 50 else "not met") if n != "kafka" else ""
-            lat = ("%.2f / %.0f / %.0f ms" % (r["avg_ms"], r["p99_ms"], r["max_ms"])) if "avg_ms" in r else "—"
+            ms = lambda v: "%.0f" % v if v >= 10 else "%.2f" % v
+            lat = ("%s / %s / %s ms" % (ms(r["avg_ms"]), ms(r["p99_ms"]), ms(r["max_ms"]))) if "avg_ms" in r else "—"
             w("| %s | %s | %.2f MB/s | %s | %s | %.2f s | %.1f s | %s | %s |" % (
                 client, label, r["mb_s"], format(round(r["rec_s"]), ","), lat, r["cpu_gb"], r["client_cpu"], vs, goal))
     w("")

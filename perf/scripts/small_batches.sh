@@ -12,9 +12,12 @@
 # Environment:
 #   CLIENT=java            Kafka's ProducerPerformance (default), linger.ms=0 batch.size=1024
 #   CLIENT=kcat            librdkafka: kcat -P, linger.ms=0 batch.size=1 (one message a batch)
+#   CLIENT=perf            twinlog-perf produce --batch-size 1024 --pipeline 5 (one connection,
+#                          5 requests in flight on it), one executor; the binary beside BINARY
 #   JAVA_OPTS_EXTRA=…      more JVM options for the Java client, e.g. -XX:TieredStopAtLevel=4
 #                          (scripts/kafka.sh runs tools C1-only for start-up)
 #   EXTRA=…                more client settings (Java: k=v producer props; kcat: -X k=v)
+#   SPIN_US=…              spin.before.park.us of every shard (default: unset, 0)
 #   CLIENT_CPUS=…          pin the client to these CPUs (taskset -c), e.g. 1 with SHARDS=1:
 #                          broker and client on cores of their own, as on separate hosts
 #
@@ -42,7 +45,10 @@ mport=$(free_port)
 {
     echo '"num.partitions" = 1'
     echo "\"metrics.listen\" = \"127.0.0.1:$mport\""
-    for ((c = 0; c < SHARDS; c++)); do printf '\n[[shard]]\ncore = %d\n' $c; done
+    for ((c = 0; c < SHARDS; c++)); do
+        printf '\n[[shard]]\ncore = %d\n' $c
+        [ -z "${SPIN_US:-}" ] || echo "spin.before.park.us = $SPIN_US"
+    done
 } > "$WORK/broker.toml"
 NO_COLOR=1 "$BIN" serve --config "$WORK/broker.toml" --data-dir "$WORK/data" \
     --listen 127.0.0.1:$port > "$WORK/broker.log" 2>&1 &
@@ -84,8 +90,15 @@ java)
         --producer-props bootstrap.servers=127.0.0.1:$port acks=1 linger.ms=0 batch.size=1024 \
         max.in.flight.requests.per.connection=5 ${EXTRA:-} 2>&1 | tail -2
     ;;
+perf)
+    # shellcheck disable=SC2086
+    "${PIN[@]}" /usr/bin/time -f "client CPU: %U s user + %S s system over %e s" \
+        "$(dirname "$BIN")/twinlog-perf" produce --bootstrap-server 127.0.0.1:$port --topic small \
+        --partitions 1 --records "$RECORDS" --record-size 1024 --batch-size 1024 --acks 1 \
+        --in-flight 1 --pipeline 5 --threads 1 --duration 10m --quiet ${EXTRA:-} 2>&1 | tail -4
+    ;;
 *)
-    echo "small_batches.sh: CLIENT is java or kcat, not ${CLIENT}" >&2
+    echo "small_batches.sh: CLIENT is java, kcat or perf, not ${CLIENT}" >&2
     exit 2
     ;;
 esac

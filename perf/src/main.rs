@@ -98,6 +98,11 @@ pub struct LoadArgs {
     /// at a time each.
     #[arg(long, default_value_t = 5)]
     pub in_flight: usize,
+    /// Requests in flight on each connection (closed loop only): a connection sends its
+    /// next request before the previous ones are answered, up to this many, as Kafka's
+    /// `max.in.flight.requests.per.connection` does. 1: one request at a time.
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
     /// Value bytes per record (the first 8 carry the send time).
     #[arg(long, default_value_t = 1024)]
     pub record_size: usize,

@@ -2,7 +2,10 @@
 //! of partitions, with one request in flight at a time (the project's client does one
 //! request per connection); `--in-flight N` gives a producer up to N lanes per broker.
 //! Because a partition belongs to exactly one lane, its batches go out in order, which is
-//! what idempotent sequence numbers need.
+//! what idempotent sequence numbers need. `--pipeline N` keeps up to N requests in
+//! flight on each lane's connection instead (closed loop only), as Kafka's producer does
+//! with `max.in.flight.requests.per.connection`: the way to feed one partition small
+//! batches as fast as a broker takes them.
 //!
 //! Closed loop (no `--rate`): each request carries one full batch per partition of the
 //! lane, built when the previous one is acknowledged; latency is the request's round
@@ -14,11 +17,15 @@
 //! when it was actually sent, so a stalled broker shows up as the queueing delay it
 //! causes instead of being hidden (coordinated omission).
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use dataplane::client::{encode_request, ClientError, ConnectionConfig, KafkaConnection};
-use futures_lite::AsyncWriteExt;
+use bytes::{Buf, BytesMut};
+use dataplane::client::{
+    check_correlation, decode_response, encode_request, response_frame_size, ClientError,
+    ConnectionConfig, KafkaConnection,
+};
+use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::{Request, StrBytes};
@@ -44,6 +51,10 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(200);
 const SEND_ATTEMPTS_MAX: u32 = 3;
 /// Open loop: the shortest sleep while waiting for records to come due.
 const SLEEP_MIN: Duration = Duration::from_micros(50);
+/// The largest Produce answer a pipelined lane reads.
+const RESPONSE_BYTES_MAX: usize = 16 << 20;
+/// The least a pipelined lane's read asks the socket for.
+const READ_CHUNK: usize = 16 << 10;
 
 /// What every lane of a produce workload shares.
 #[derive(Debug)]
@@ -61,6 +72,8 @@ pub struct ProduceConfig {
     /// Records per batch (from `--batch-size` bytes).
     pub batch_records: usize,
     pub linger: Duration,
+    /// Requests in flight per connection (closed loop; 1: one at a time).
+    pub pipeline: usize,
     pub client_id: String,
 }
 
@@ -167,35 +180,13 @@ enum Link {
 
 impl Link {
     async fn open(addr: &str, cfg: &ProduceConfig) -> Result<Link, ClientError> {
-        let config = ConnectionConfig {
-            client_id: cfg.client_id.clone(),
-            connect_timeout: CONNECT_TIMEOUT,
-            request_timeout: REQUEST_TIMEOUT,
-            ..ConnectionConfig::default()
-        };
-        let conn = KafkaConnection::connect_with(addr, &config).await?;
-        let key = ProduceRequest::KEY;
-        let version = conn
-            .pick_version(key, PRODUCE_VERSION_MIN, PRODUCE_VERSION_MAX)
-            .ok_or(ClientError::Unsupported {
-                api_key: key,
-                version: PRODUCE_VERSION_MAX,
-                broker_range: conn.api_range(key),
-            })?;
+        let (conn, version) = negotiate(addr, cfg).await?;
         if cfg.acks != 0 {
             return Ok(Link::Acked { conn, version });
         }
         drop(conn);
-        let io = |e: std::io::Error| ClientError::Io {
-            addr: addr.to_string(),
-            source: e,
-        };
-        let stream = glommio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| io(e.into()))?;
-        stream.set_nodelay(true).map_err(|e| io(e.into()))?;
         Ok(Link::Fire {
-            stream,
+            stream: bare_socket(addr).await?,
             addr: addr.to_string(),
             version,
             correlation_id: 0,
@@ -229,6 +220,40 @@ impl Link {
             }
         }
     }
+}
+
+/// A client connection to `addr` and the Produce version it speaks.
+async fn negotiate(addr: &str, cfg: &ProduceConfig) -> Result<(KafkaConnection, i16), ClientError> {
+    let config = ConnectionConfig {
+        client_id: cfg.client_id.clone(),
+        connect_timeout: CONNECT_TIMEOUT,
+        request_timeout: REQUEST_TIMEOUT,
+        ..ConnectionConfig::default()
+    };
+    let conn = KafkaConnection::connect_with(addr, &config).await?;
+    let key = ProduceRequest::KEY;
+    let version = conn
+        .pick_version(key, PRODUCE_VERSION_MIN, PRODUCE_VERSION_MAX)
+        .ok_or(ClientError::Unsupported {
+            api_key: key,
+            version: PRODUCE_VERSION_MAX,
+            broker_range: conn.api_range(key),
+        })?;
+    Ok((conn, version))
+}
+
+/// A plain socket to `addr` (acks=0 and pipelined lanes: the client's connection does
+/// one request at a time).
+async fn bare_socket(addr: &str) -> Result<glommio::net::TcpStream, ClientError> {
+    let io = |e: std::io::Error| ClientError::Io {
+        addr: addr.to_string(),
+        source: e,
+    };
+    let stream = glommio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| io(e.into()))?;
+    stream.set_nodelay(true).map_err(|e| io(e.into()))?;
+    Ok(stream)
 }
 
 /// One partition's batches in a request.
@@ -364,6 +389,9 @@ impl Lane<'_> {
 
 /// Runs one lane until the deadline, its quota, or the run's stop flag.
 pub async fn run_lane(spec: LaneSpec, cfg: &ProduceConfig, payload: &Payload, ctx: &ThreadCtx) {
+    if cfg.pipeline > 1 && spec.rate.is_none() {
+        return run_pipelined_lane(spec, cfg, payload, ctx).await;
+    }
     let shared = &ctx.shared;
     let clock = shared.clock;
     let counters: &Counters = &shared.produced;
@@ -495,6 +523,231 @@ pub async fn run_lane(spec: LaneSpec, cfg: &ProduceConfig, payload: &Payload, ct
             sent - take,
             acked_at,
         );
+    }
+}
+
+/// A request sent on a pipelined connection and not yet answered.
+struct Pending {
+    correlation_id: i32,
+    loads: Vec<PartitionLoad>,
+    built_at: Instant,
+    first: u64,
+}
+
+/// A closed-loop lane with up to `cfg.pipeline` requests in flight on its one
+/// connection. Each turn builds requests for every free slot and writes them with one
+/// send, then reads what has arrived and accounts every whole answer in it. Answers come
+/// back in request order (Kafka answers a connection's requests in order), each checked
+/// against its correlation id. A failed connection counts an error for each request it
+/// left unanswered and is opened again; those requests are not sent again, so an
+/// idempotent lane stops instead (its sequence numbers would be broken).
+async fn run_pipelined_lane(
+    spec: LaneSpec,
+    cfg: &ProduceConfig,
+    payload: &Payload,
+    ctx: &ThreadCtx,
+) {
+    let shared = &ctx.shared;
+    let clock = shared.clock;
+    let counters: &Counters = &shared.produced;
+    if spec.partitions.is_empty() {
+        return;
+    }
+    if cfg.key_size.is_some() {
+        ctx.error(counters, "--pipeline does not take --keyed".to_string());
+        return;
+    }
+    let request_records_max = cfg.batch_records.max(1) as u64 * spec.partitions.len() as u64;
+    let mut lane = Lane {
+        sequences: vec![0; spec.partitions.len()],
+        spec,
+        cfg,
+        payload,
+        keys: Vec::new(),
+        sticky: 0,
+    };
+    let mut pipe: Option<Pipe> = None;
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut sent: u64 = 0;
+    loop {
+        let running = !shared.stopped() && Instant::now() < clock.deadline;
+        let quota_left = lane.spec.quota.map_or(u64::MAX, |q| q - sent);
+        let more = running && quota_left > 0;
+        if pending.is_empty() && !more {
+            break;
+        }
+        let p = match pipe.as_mut() {
+            Some(p) => p,
+            None => match Pipe::open(&lane.spec.addr, cfg).await {
+                Ok(p) => pipe.insert(p),
+                Err(e) => {
+                    ctx.error(counters, format!("connect: {e}"));
+                    glommio::timer::sleep(RECONNECT_BACKOFF).await;
+                    continue;
+                }
+            },
+        };
+        let mut out = BytesMut::new();
+        let mut quota_left = if more { quota_left } else { 0 };
+        while quota_left > 0 && pending.len() < cfg.pipeline {
+            let take = request_records_max.min(quota_left);
+            let built_at = Instant::now();
+            let built = lane
+                .build(ctx, sent, take, built_at)
+                .and_then(|(request, loads)| {
+                    let correlation_id = p.next_correlation_id();
+                    let frame = encode_request(&request, p.version, correlation_id, &cfg.client_id)
+                        .map_err(|e| e.to_string())?;
+                    Ok((correlation_id, frame, loads))
+                });
+            let (correlation_id, frame, loads) = match built {
+                Ok(b) => b,
+                Err(e) => {
+                    ctx.error(counters, format!("building a request: {e}"));
+                    shared
+                        .stop
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    return;
+                }
+            };
+            out.extend_from_slice(&frame);
+            pending.push_back(Pending {
+                correlation_id,
+                loads,
+                built_at,
+                first: sent,
+            });
+            sent += take;
+            quota_left -= take;
+        }
+        let turn = async {
+            if !out.is_empty() {
+                p.write(&out).await?;
+            }
+            p.read_answers(&mut pending, |done, response| {
+                account(
+                    ctx,
+                    &lane.spec,
+                    &done.loads,
+                    Some(&response),
+                    done.built_at,
+                    done.first,
+                    Instant::now(),
+                );
+            })
+            .await
+        };
+        let Err(e) = turn.await else {
+            continue;
+        };
+        ctx.error(counters, format!("produce: {e}"));
+        for _ in &pending {
+            ctx.error(
+                counters,
+                "produce: connection lost with the request in flight".into(),
+            );
+        }
+        pending.clear();
+        pipe = None;
+        if lane.spec.producer.is_some() {
+            break;
+        }
+        glommio::timer::sleep(RECONNECT_BACKOFF).await;
+    }
+}
+
+/// A pipelined lane's connection: requests written as they are built, answers read in
+/// order through one buffer.
+struct Pipe {
+    stream: glommio::net::TcpStream,
+    addr: String,
+    version: i16,
+    correlation_id: i32,
+    /// Bytes read and not yet a whole answer.
+    buf: BytesMut,
+}
+
+impl Pipe {
+    async fn open(addr: &str, cfg: &ProduceConfig) -> Result<Pipe, ClientError> {
+        let (conn, version) = negotiate(addr, cfg).await?;
+        drop(conn);
+        Ok(Pipe {
+            stream: bare_socket(addr).await?,
+            addr: addr.to_string(),
+            version,
+            correlation_id: 0,
+            buf: BytesMut::new(),
+        })
+    }
+
+    fn next_correlation_id(&mut self) -> i32 {
+        self.correlation_id = self.correlation_id.wrapping_add(1) & i32::MAX;
+        self.correlation_id
+    }
+
+    fn io(&self, what: &'static str) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
+        move |e| ClientError::Io {
+            addr: format!("{} ({what})", self.addr),
+            source: e,
+        }
+    }
+
+    async fn write(&mut self, frames: &[u8]) -> Result<(), ClientError> {
+        let written = self.stream.write_all(frames).await;
+        written.map_err(self.io("writing requests"))
+    }
+
+    /// Reads until at least one answer is whole, then hands every whole answer to
+    /// `answered` with the request it answers (the front of `pending`).
+    async fn read_answers(
+        &mut self,
+        pending: &mut VecDeque<Pending>,
+        mut answered: impl FnMut(Pending, ProduceResponse),
+    ) -> Result<(), ClientError> {
+        let mut got = 0;
+        while !pending.is_empty() {
+            if let Some(frame) = self.take_frame()? {
+                let (correlation_id, response) =
+                    decode_response::<ProduceRequest>(frame, self.version)?;
+                let Some(done) = pending.pop_front() else {
+                    break;
+                };
+                check_correlation(done.correlation_id, correlation_id)?;
+                answered(done, response);
+                got += 1;
+                continue;
+            }
+            if got > 0 {
+                return Ok(());
+            }
+            let have = self.buf.len();
+            self.buf.resize(have + READ_CHUNK, 0);
+            let read = self.stream.read(&mut self.buf[have..]).await;
+            let n = *read.as_ref().unwrap_or(&0);
+            self.buf.truncate(have + n);
+            if read.map_err(self.io("reading answers"))? == 0 {
+                return Err(self.io("reading answers")(
+                    std::io::ErrorKind::UnexpectedEof.into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The answer at the front of the buffer, once it is whole (without its prefix).
+    fn take_frame(&mut self) -> Result<Option<bytes::Bytes>, ClientError> {
+        let Some(prefix) = self.buf.get(..4) else {
+            return Ok(None);
+        };
+        let size = response_frame_size(
+            [prefix[0], prefix[1], prefix[2], prefix[3]],
+            RESPONSE_BYTES_MAX,
+        )?;
+        if self.buf.len() < 4 + size {
+            return Ok(None);
+        }
+        self.buf.advance(4);
+        Ok(Some(self.buf.split_to(size).freeze()))
     }
 }
 

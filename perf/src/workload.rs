@@ -62,6 +62,14 @@ pub fn produce_config(
     if load.record_size == 0 && !load.keyed {
         return Err(PerfError::Usage("--record-size must be at least 1".into()));
     }
+    if load.pipeline == 0 {
+        return Err(PerfError::Usage("--pipeline must be at least 1".into()));
+    }
+    if load.pipeline > 1 && acks == 0 {
+        return Err(PerfError::Usage(
+            "--pipeline needs --acks 1 or -1 (acks=0 requests are never answered)".into(),
+        ));
+    }
     let record_bytes = load.record_size + if load.keyed { load.key_size } else { 0 } + 12;
     Ok(ProduceConfig {
         topic: topic.to_string(),
@@ -73,6 +81,7 @@ pub fn produce_config(
         codec: load.compression,
         batch_records: (load.batch_size / record_bytes).max(1),
         linger: Duration::from_millis(load.linger_ms),
+        pipeline: load.pipeline,
         client_id: client_id.to_string(),
     })
 }
@@ -198,6 +207,7 @@ fn producer_report(
     );
     report.set("producers", load.producers);
     report.set("in_flight", load.in_flight);
+    report.set("pipeline", load.pipeline);
     report.set("record_size", load.record_size);
     report.set("keyed", load.keyed);
     if load.keyed {
@@ -246,6 +256,11 @@ fn set_up_producers(
         .map_err(PerfError::from)?;
     let partitions = select_partitions(&layout, partitions)?;
     let cfg = produce_config(load, topic, layout.partition_count(), &run.client_id)?;
+    if cfg.pipeline > 1 && rate.is_some() {
+        return Err(
+            PerfError::Usage("--pipeline is for the closed loop: leave out --rate".into()).into(),
+        );
+    }
     let lanes = plan_lanes(
         &layout,
         &partitions,
@@ -446,6 +461,7 @@ mod tests {
         LoadArgs {
             producers: 1,
             in_flight: 5,
+            pipeline: 1,
             record_size: 1024,
             keyed: false,
             key_size: 16,

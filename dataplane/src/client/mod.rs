@@ -42,7 +42,10 @@ pub use cluster::{
     metadata_request, ClusterMetadata, PartitionMetadata, SourceCluster, TopicMetadata,
     METADATA_VERSION_MAX,
 };
-pub use codec::{decode_raw_response, decode_response, encode_raw_request, encode_request};
+pub use codec::{
+    check_correlation, decode_raw_response, decode_response, encode_raw_request, encode_request,
+    response_frame_size,
+};
 pub use conn::KafkaConnection;
 
 /// Default time to wait for a TCP connection.
