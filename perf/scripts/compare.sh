@@ -259,7 +259,7 @@ measure_latency() {
         --label "$3" --quiet --json-out "$OUT/latency-$1.json" > "$OUT/latency-$1.txt"
 }
 # measure_small NAME BOOTSTRAP BROKER_PID: small batches on the existing 1-partition topic
-# `small`, one 1 KiB record per batch, acks=1, at most 5 requests in flight, by two
+# `small`, one 1 KiB record per batch, acks=1, at most 5 requests in flight, by three
 # clients one after the other: Kafka's own producer (ProducerPerformance, batch.size=1024,
 # linger.ms=0; with the C2 JIT: scripts/kafka.sh runs tools C1-only for start-up, which
 # costs this client about a third of its rate) and librdkafka (kcat -P, batch.size=1: one message per
@@ -719,7 +719,7 @@ def small_perf(name):
 if not "$SKIP_SMALL":
     w("### Small batches: one partition, one 1 KiB batch at a time")
     w("")
-    w("Two clients in turn, each sending one 1 KiB record per batch, acks=1, at most 5 requests in flight, into a "
+    w("Three clients in turn, each sending one 1 KiB record per batch, acks=1, at most 5 requests in flight, into a "
       "topic of one partition, on the same brokers right after their runs above (after \`sync\`). Java: "
       "\`bash scripts/kafka.sh java org.apache.kafka.tools.ProducerPerformance --topic small --num-records $SMALL_RECORDS "
       "--record-size 1024 --throughput -1 --producer-props bootstrap.servers=B acks=1 linger.ms=0 batch.size=1024 "
