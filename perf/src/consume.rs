@@ -14,13 +14,13 @@ use dataplane::wire::records::decode_records;
 use dataplane::wire::{BatchError, BatchIter, RecordBatch};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::RecordBatchDecoder;
 
 use crate::admin::TopicLayout;
 use crate::batch::read_stamp_us;
 use crate::runtime::{Counters, ThreadCtx};
-use crate::util::{error_name, wall_now_us};
+use crate::util::{connect_for, error_name, wall_now_us};
 
 /// Fetch versions spoken: v4 added isolation levels; v13 names topics by id.
 const FETCH_VERSION_MIN: i16 = 4;
@@ -109,16 +109,7 @@ async fn connect(addr: &str, cfg: &ConsumeConfig) -> Result<(KafkaConnection, i1
         response_bytes_max: (cfg.max_bytes.max(0) as usize).max(1 << 20) + (16 << 20),
         ..Default::default()
     };
-    let conn = KafkaConnection::connect_with(addr, &config).await?;
-    let key = FetchRequest::KEY;
-    let version = conn
-        .pick_version(key, FETCH_VERSION_MIN, FETCH_VERSION_MAX)
-        .ok_or(ClientError::Unsupported {
-            api_key: key,
-            version: FETCH_VERSION_MAX,
-            broker_range: conn.api_range(key),
-        })?;
-    Ok((conn, version))
+    connect_for::<FetchRequest>(addr, &config, (FETCH_VERSION_MIN, FETCH_VERSION_MAX)).await
 }
 
 /// Runs one consumer until the deadline (or its drain), the record limit, the ends of

@@ -28,7 +28,7 @@ use dataplane::client::{
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use crate::admin::TopicLayout;
 use crate::batch::{
@@ -36,7 +36,7 @@ use crate::batch::{
     BATCH_HEADER_BYTES,
 };
 use crate::runtime::{Counters, ThreadCtx};
-use crate::util::error_name;
+use crate::util::{connect_for, error_name};
 
 /// Produce versions spoken: v3 introduced record batches v2; v13 names topics by id.
 const PRODUCE_VERSION_MIN: i16 = 3;
@@ -166,16 +166,8 @@ pub fn plan_lanes(layout: &TopicLayout, partitions: &[i32], plan: &LanePlan) -> 
 /// A lane's connection: a client connection, or for acks=0 a bare socket (the broker
 /// does not answer acks=0 requests, so they cannot go through the client).
 enum Link {
-    Acked {
-        conn: KafkaConnection,
-        version: i16,
-    },
-    Fire {
-        stream: glommio::net::TcpStream,
-        addr: String,
-        version: i16,
-        correlation_id: i32,
-    },
+    Acked { conn: KafkaConnection, version: i16 },
+    Fire(Pipe),
 }
 
 impl Link {
@@ -185,12 +177,7 @@ impl Link {
             return Ok(Link::Acked { conn, version });
         }
         drop(conn);
-        Ok(Link::Fire {
-            stream: bare_socket(addr).await?,
-            addr: addr.to_string(),
-            version,
-            correlation_id: 0,
-        })
+        Ok(Link::Fire(Pipe::on(addr, version).await?))
     }
 
     /// Sends `req`; the response, or `None` for acks=0 (once the bytes are written).
@@ -201,21 +188,10 @@ impl Link {
     ) -> Result<Option<ProduceResponse>, ClientError> {
         match self {
             Link::Acked { conn, version } => conn.send(req, *version).await.map(Some),
-            Link::Fire {
-                stream,
-                addr,
-                version,
-                correlation_id,
-            } => {
-                *correlation_id = correlation_id.wrapping_add(1) & i32::MAX;
-                let frame = encode_request(req, *version, *correlation_id, client_id)?;
-                stream
-                    .write_all(&frame)
-                    .await
-                    .map_err(|source| ClientError::Io {
-                        addr: addr.clone(),
-                        source,
-                    })?;
+            Link::Fire(pipe) => {
+                let correlation_id = pipe.next_correlation_id();
+                let frame = encode_request(req, pipe.version, correlation_id, client_id)?;
+                pipe.write(&frame).await?;
                 Ok(None)
             }
         }
@@ -230,30 +206,7 @@ async fn negotiate(addr: &str, cfg: &ProduceConfig) -> Result<(KafkaConnection, 
         request_timeout: REQUEST_TIMEOUT,
         ..ConnectionConfig::default()
     };
-    let conn = KafkaConnection::connect_with(addr, &config).await?;
-    let key = ProduceRequest::KEY;
-    let version = conn
-        .pick_version(key, PRODUCE_VERSION_MIN, PRODUCE_VERSION_MAX)
-        .ok_or(ClientError::Unsupported {
-            api_key: key,
-            version: PRODUCE_VERSION_MAX,
-            broker_range: conn.api_range(key),
-        })?;
-    Ok((conn, version))
-}
-
-/// A plain socket to `addr` (acks=0 and pipelined lanes: the client's connection does
-/// one request at a time).
-async fn bare_socket(addr: &str) -> Result<glommio::net::TcpStream, ClientError> {
-    let io = |e: std::io::Error| ClientError::Io {
-        addr: addr.to_string(),
-        source: e,
-    };
-    let stream = glommio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| io(e.into()))?;
-    stream.set_nodelay(true).map_err(|e| io(e.into()))?;
-    Ok(stream)
+    connect_for::<ProduceRequest>(addr, &config, (PRODUCE_VERSION_MIN, PRODUCE_VERSION_MAX)).await
 }
 
 /// One partition's batches in a request.
@@ -656,8 +609,9 @@ async fn run_pipelined_lane(
     }
 }
 
-/// A pipelined lane's connection: requests written as they are built, answers read in
-/// order through one buffer.
+/// A connection without the client: an acks=0 lane's (written only) or a pipelined
+/// lane's (requests written as they are built, answers read in order through one
+/// buffer).
 struct Pipe {
     stream: glommio::net::TcpStream,
     addr: String,
@@ -671,8 +625,22 @@ impl Pipe {
     async fn open(addr: &str, cfg: &ProduceConfig) -> Result<Pipe, ClientError> {
         let (conn, version) = negotiate(addr, cfg).await?;
         drop(conn);
+        Pipe::on(addr, version).await
+    }
+
+    /// A bare socket to `addr` speaking Produce `version` (acks=0 and pipelined lanes:
+    /// the client's connection does one request at a time).
+    async fn on(addr: &str, version: i16) -> Result<Pipe, ClientError> {
+        let io = |e: std::io::Error| ClientError::Io {
+            addr: addr.to_string(),
+            source: e,
+        };
+        let stream = glommio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| io(e.into()))?;
+        stream.set_nodelay(true).map_err(|e| io(e.into()))?;
         Ok(Pipe {
-            stream: bare_socket(addr).await?,
+            stream,
             addr: addr.to_string(),
             version,
             correlation_id: 0,

@@ -1,7 +1,28 @@
 //! Small helpers shared by the workloads: durations on the command line, wall-clock
-//! time, Kafka error names and number formatting.
+//! time, Kafka error names, number formatting and connecting for one API.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dataplane::client::{ClientError, ConnectionConfig, KafkaConnection};
+use kafka_protocol::protocol::Request;
+
+/// A client connection to `addr` and the version of `R` it speaks, the highest both
+/// sides know within `ours`.
+pub async fn connect_for<R: Request>(
+    addr: &str,
+    config: &ConnectionConfig,
+    ours: (i16, i16),
+) -> Result<(KafkaConnection, i16), ClientError> {
+    let conn = KafkaConnection::connect_with(addr, config).await?;
+    let version = conn
+        .pick_version(R::KEY, ours.0, ours.1)
+        .ok_or(ClientError::Unsupported {
+            api_key: R::KEY,
+            version: ours.1,
+            broker_range: conn.api_range(R::KEY),
+        })?;
+    Ok((conn, version))
+}
 
 /// Parses `30s`, `500ms`, `2m`, `1h` or a bare number of seconds (`1.5`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
