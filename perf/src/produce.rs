@@ -20,15 +20,16 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use dataplane::client::{
-    check_correlation, decode_response, encode_request, response_frame_size, ClientError,
-    ConnectionConfig, KafkaConnection,
+    check_correlation, decode_response, encode_request, ClientError, ConnectionConfig,
+    KafkaConnection,
 };
-use futures_lite::{AsyncReadExt, AsyncWriteExt};
+use dataplane::net::{ConnectionError, FrameReader};
+use futures_lite::AsyncWriteExt;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use crate::admin::TopicLayout;
 use crate::batch::{
@@ -53,8 +54,6 @@ const SEND_ATTEMPTS_MAX: u32 = 3;
 const SLEEP_MIN: Duration = Duration::from_micros(50);
 /// The largest Produce answer a pipelined lane reads.
 const RESPONSE_BYTES_MAX: usize = 16 << 20;
-/// The least a pipelined lane's read asks the socket for.
-const READ_CHUNK: usize = 16 << 10;
 
 /// What every lane of a produce workload shares.
 #[derive(Debug)]
@@ -506,10 +505,6 @@ async fn run_pipelined_lane(
     if spec.partitions.is_empty() {
         return;
     }
-    if cfg.key_size.is_some() {
-        ctx.error(counters, "--pipeline does not take --keyed".to_string());
-        return;
-    }
     let request_records_max = cfg.batch_records.max(1) as u64 * spec.partitions.len() as u64;
     let mut lane = Lane {
         sequences: vec![0; spec.partitions.len()],
@@ -610,15 +605,14 @@ async fn run_pipelined_lane(
 }
 
 /// A connection without the client: an acks=0 lane's (written only) or a pipelined
-/// lane's (requests written as they are built, answers read in order through one
-/// buffer).
+/// lane's (requests written as they are built, answers read in order through the
+/// broker's own [`FrameReader`]).
 struct Pipe {
     stream: glommio::net::TcpStream,
     addr: String,
     version: i16,
     correlation_id: i32,
-    /// Bytes read and not yet a whole answer.
-    buf: BytesMut,
+    reader: FrameReader,
 }
 
 impl Pipe {
@@ -644,7 +638,7 @@ impl Pipe {
             addr: addr.to_string(),
             version,
             correlation_id: 0,
-            buf: BytesMut::new(),
+            reader: FrameReader::new(),
         })
     }
 
@@ -665,57 +659,48 @@ impl Pipe {
         written.map_err(self.io("writing requests"))
     }
 
-    /// Reads until at least one answer is whole, then hands every whole answer to
-    /// `answered` with the request it answers (the front of `pending`).
+    /// Waits for the next answer, then hands it and every other whole answer already
+    /// read to `answered` with the request each answers (the front of `pending`).
     async fn read_answers(
         &mut self,
         pending: &mut VecDeque<Pending>,
         mut answered: impl FnMut(Pending, ProduceResponse),
     ) -> Result<(), ClientError> {
-        let mut got = 0;
-        while !pending.is_empty() {
-            if let Some(frame) = self.take_frame()? {
-                let (correlation_id, response) =
-                    decode_response::<ProduceRequest>(frame, self.version)?;
-                let Some(done) = pending.pop_front() else {
-                    break;
-                };
-                check_correlation(done.correlation_id, correlation_id)?;
-                answered(done, response);
-                got += 1;
-                continue;
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let next = self.reader.next(&mut self.stream, RESPONSE_BYTES_MAX).await;
+        let mut frame = match next {
+            Ok(Some(frame)) => frame,
+            Ok(None) => {
+                let eof = std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
+                return Err(self.io("reading answers")(eof));
             }
-            if got > 0 {
-                return Ok(());
+            Err(ConnectionError::Io(e)) => return Err(self.io("reading answers")(e)),
+            Err(ConnectionError::FrameTooLarge { size, max }) => {
+                return Err(ClientError::FrameTooLarge { size, max })
             }
-            let have = self.buf.len();
-            self.buf.resize(have + READ_CHUNK, 0);
-            let read = self.stream.read(&mut self.buf[have..]).await;
-            let n = *read.as_ref().unwrap_or(&0);
-            self.buf.truncate(have + n);
-            if read.map_err(self.io("reading answers"))? == 0 {
-                return Err(self.io("reading answers")(
-                    std::io::ErrorKind::UnexpectedEof.into(),
-                ));
+            Err(e) => {
+                return Err(ClientError::Protocol {
+                    api_key: ProduceRequest::KEY,
+                    message: e.to_string(),
+                })
+            }
+        };
+        while let Some(done) = pending.pop_front() {
+            let (correlation_id, response) =
+                decode_response::<ProduceRequest>(frame, self.version)?;
+            check_correlation(done.correlation_id, correlation_id)?;
+            answered(done, response);
+            if pending.is_empty() {
+                break;
+            }
+            match self.reader.next_buffered(RESPONSE_BYTES_MAX, |_| true) {
+                Some(f) => frame = f,
+                None => break,
             }
         }
         Ok(())
-    }
-
-    /// The answer at the front of the buffer, once it is whole (without its prefix).
-    fn take_frame(&mut self) -> Result<Option<bytes::Bytes>, ClientError> {
-        let Some(prefix) = self.buf.get(..4) else {
-            return Ok(None);
-        };
-        let size = response_frame_size(
-            [prefix[0], prefix[1], prefix[2], prefix[3]],
-            RESPONSE_BYTES_MAX,
-        )?;
-        if self.buf.len() < 4 + size {
-            return Ok(None);
-        }
-        self.buf.advance(4);
-        Ok(Some(self.buf.split_to(size).freeze()))
     }
 }
 

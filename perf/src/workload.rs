@@ -65,6 +65,11 @@ pub fn produce_config(
     if load.pipeline == 0 {
         return Err(PerfError::Usage("--pipeline must be at least 1".into()));
     }
+    if load.pipeline > 1 && load.keyed {
+        return Err(PerfError::Usage(
+            "--pipeline does not take --keyed: pipelined lanes send keyless batches".into(),
+        ));
+    }
     if load.pipeline > 1 && acks == 0 {
         return Err(PerfError::Usage(
             "--pipeline needs --acks 1 or -1 (acks=0 requests are never answered)".into(),

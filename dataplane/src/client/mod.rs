@@ -44,7 +44,6 @@ pub use cluster::{
 };
 pub use codec::{
     check_correlation, decode_raw_response, decode_response, encode_raw_request, encode_request,
-    response_frame_size,
 };
 pub use conn::KafkaConnection;
 

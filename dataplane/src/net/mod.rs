@@ -26,6 +26,8 @@ mod frame;
 pub mod listener;
 pub mod oauth;
 mod pipeline;
+
+pub use pipeline::FrameReader;
 pub mod sasl;
 pub mod scram;
 pub mod tls;
