@@ -3,9 +3,10 @@
 # three Twinlog nodes and three Kafka nodes (each a KRaft-style broker+controller, one
 # metadata quorum per cluster) on loopback; on each cluster an 8-partition topic with
 # replication factor 3, min.insync.replicas=2 and 256 MiB retention per partition; the same twinlog-perf producer (1 KiB
-# records, closed loop, RUN_SECONDS) with acks=-1 and then acks=1. Reported per run:
+# records, closed loop, RUN_SECONDS) with acks=-1 and then acks=1, each cluster alone on
+# the machine (Twinlog first; it is stopped while Kafka runs). Reported per run:
 # throughput, p99 produce latency, and CPU seconds per GB (after an 8 s warm-up on each) (utime+stime of the cluster's
-# three processes over the run, from /proc). Then, on each cluster: the time from a
+# three processes over the run, from /proc). Then, with both clusters up, on each cluster: the time from a
 # SIGKILL of a partition leader to the first acks=all produce acknowledged by its new
 # leader (a probe produces every 20 ms with a fresh connection through the survivors),
 # and, on Twinlog, the time for a node's leaderships over FAILOVER_PARTITIONS partitions
@@ -75,9 +76,25 @@ EOF
     TW_PID[$i]=$!
     PIDS+=("$!")
 }
-for i in 0 1 2; do start_twinlog "$i"; done
-for i in 0 1 2; do until grep -q "twinlog ready" "$WORK/tw$i/log"; do sleep 0.1; done; done
+# Waits for node I's next "twinlog ready" line (its log is appended to across restarts).
+declare -a TW_READY=(0 0 0)
+wait_twinlog() {
+    local i=$1
+    TW_READY[$i]=$((TW_READY[$i] + 1))
+    until [ "$(grep -c "twinlog ready" "$WORK/tw$i/log" 2>/dev/null || true)" -ge "${TW_READY[$i]}" ]; do sleep 0.1; done
+}
+start_twinlog_cluster() {
+    local i
+    for i in 0 1 2; do start_twinlog "$i"; done
+    for i in 0 1 2; do wait_twinlog "$i"; done
+}
+stop_twinlog_cluster() { # SIGTERM, as an operator stops a node; the data stays
+    local i
+    for i in 0 1 2; do kill -TERM "${TW_PID[$i]}" 2>/dev/null || true; done
+    for i in 0 1 2; do wait "${TW_PID[$i]}" 2>/dev/null || true; done
+}
 TW_BOOT="127.0.0.1:${TW_PORT[0]},127.0.0.1:${TW_PORT[1]},127.0.0.1:${TW_PORT[2]}"
+start_twinlog_cluster
 
 # ---- Kafka: three nodes ----
 declare -a KF_PORT KF_CPORT KF_PID
@@ -115,8 +132,11 @@ start_kafka() { # as kafka.sh starts its broker: full JIT, G1, a 1 GiB heap
     KF_PID[$i]=$!
     PIDS+=("$!")
 }
-for i in 0 1 2; do start_kafka "$i"; done
-for i in 0 1 2; do until grep -q "Kafka Server started" "$WORK/kf$i/server.log"; do sleep 0.2; done; done
+start_kafka_cluster() {
+    local i
+    for i in 0 1 2; do start_kafka "$i"; done
+    for i in 0 1 2; do until grep -q "Kafka Server started" "$WORK/kf$i/server.log"; do sleep 0.2; done; done
+}
 KF_BOOT="127.0.0.1:${KF_PORT[0]},127.0.0.1:${KF_PORT[1]},127.0.0.1:${KF_PORT[2]}"
 kafka_jvm() { echo "${KF_PID[$1]}"; }
 
@@ -128,14 +148,13 @@ wait_isr() { # BOOT TOPIC: every partition's ISR has 3 members
         [ "$waited" -lt 240 ] || { log "$2: ISR not full"; return 1; }
     done
 }
-for c in tw kf; do
-    boot=$TW_BOOT; [ $c = kf ] && boot=$KF_BOOT
+create_bench() { # BOOT
     # Retention keeps the disk bounded (about 8 x 320 MiB per replica) over every run.
-    until topics "$boot" --create --topic bench --partitions 8 --replication-factor 3 \
+    until topics "$1" --create --topic bench --partitions 8 --replication-factor 3 \
         --config min.insync.replicas=2 --config retention.bytes=268435456 \
-        --config segment.bytes=67108864 >/dev/null 2>&1 || topics "$boot" --list | grep -qx bench; do sleep 1; done
-    sleep 2; wait_isr "$boot" bench
-done
+        --config segment.bytes=67108864 >/dev/null 2>&1 || topics "$1" --list | grep -qx bench; do sleep 1; done
+    sleep 2; wait_isr "$1" bench
+}
 
 # run CLUSTER ACKS: a closed-loop produce; prints "mb/s p99 cpu_s_per_gb"
 run() {
@@ -154,19 +173,28 @@ print(f'{p["mb_per_s"]:.1f} {r["produce_latency"]["p99_ms"]:.2f} {ticks / hz / g
 EOF
 }
 declare -A RES
-# Warm-up (JIT, page cache, connections) on both, not counted.
-for c in tw kf; do
-    boot=$TW_BOOT; [ $c = kf ] && boot=$KF_BOOT
+# measure CLUSTER: a warm-up (JIT, page cache, connections; not counted), then acks=all
+# and acks=1.
+measure() {
+    local c=$1 boot=$TW_BOOT acks
+    [ "$c" = kf ] && boot=$KF_BOOT
     "$PERF" produce --bootstrap-server "$boot" --topic bench --duration 8s --record-size 1024 \
         --acks 1 --quiet > "$WORK/$c-warmup.txt"
-done
-for acks in -1 1; do
-    for c in tw kf; do
+    for acks in -1 1; do
         log "$c acks=$acks: ${RUN_SECONDS}s closed loop"
         RES[$c$acks]=$(run "$c" "$acks")
         log "$c acks=$acks: ${RES[$c$acks]} (MB/s, p99 ms, CPU s/GB)"
     done
-done
+}
+# Each cluster is measured alone: Twinlog is stopped while Kafka runs, Kafka is not yet
+# started while Twinlog runs. Three idle JVM brokers take a share of two cores that a
+# cluster beside them loses (perf/RESULTS.md, replication).
+create_bench "$TW_BOOT"
+measure tw
+stop_twinlog_cluster
+start_kafka_cluster
+create_bench "$KF_BOOT"
+measure kf
 
 if [ -n "${SUMMARY:-}" ]; then
     python3 - "$SUMMARY" "${RES[tw-1]}" "${RES[kf-1]}" "${RES[tw1]}" "${RES[kf1]}" <<'EOF'
@@ -178,6 +206,9 @@ json.dump({"twinlog_acks_all": runs[0], "kafka_acks_all": runs[1],
 EOF
 fi
 [ -z "${SKIP_FAILOVER:-}" ] || exit 0
+# The failover runs need both clusters up: Twinlog starts again on its data.
+start_twinlog_cluster
+wait_isr "$TW_BOOT" bench
 
 # failover CLUSTER: SIGKILL the leader of bench-0, time to the first acks=all produce on
 # the new leader; prints seconds.
@@ -224,7 +255,7 @@ FO_KF=$(failover kf); log "kafka: ${FO_KF}s"
 # Twinlog: a node leading ~1/3 of FAILOVER_PARTITIONS partitions is killed; time until no
 # partition is led by it any more (the controller's elections, seen in Metadata).
 KILLED=$(cat "$WORK/tw-killed")
-start_twinlog "$KILLED"; until [ "$(grep -c "twinlog ready" "$WORK/tw$KILLED/log")" -ge 2 ]; do sleep 0.1; done
+start_twinlog "$KILLED"; wait_twinlog "$KILLED"
 until topics "$TW_BOOT" --create --topic many --partitions "$FAILOVER_PARTITIONS" --replication-factor 3 >/dev/null 2>&1; do sleep 1; done
 wait_isr "$TW_BOOT" many
 VICTIM=$(( (KILLED + 1) % 3 ))
@@ -266,7 +297,7 @@ SECTION=$(cat <<EOF
 
 \`perf/scripts/cluster_bench.sh\` (RUN_SECONDS=$RUN_SECONDS, SESSION_TIMEOUT_MS=$SESSION_TIMEOUT_MS),
 on $(nproc) vCPUs: three Twinlog nodes and three Apache Kafka 4.1 nodes (KRaft, combined
-roles) on loopback, all six processes on the same cores; topic of 8 partitions, RF 3,
+roles) on loopback, each cluster measured alone on the machine's cores; topic of 8 partitions, RF 3,
 min.insync.replicas=2; twinlog-perf produce, 1 KiB records, closed loop. CPU s/GB is the
 three broker processes' CPU time over the run per GB produced.
 
