@@ -25,7 +25,7 @@
 #   5. Apache Kafka 4.1 (one KRaft broker from scripts/kafka.sh) under the same produce,
 #      consume, latency and small-batch runs as item 2, with the same clients; it runs
 #      before item 2, so that the latency rate can be half of Kafka's max rate;
-#   6. replication: three Twinlog nodes beside three Apache Kafka nodes, an 8-partition
+#   6. replication: three Twinlog nodes, then three Apache Kafka nodes, an 8-partition
 #      topic with replication factor 3 and min.insync.replicas=2, twinlog-perf produce
 #      with acks=all and acks=1 (perf/scripts/cluster_bench.sh with SKIP_FAILOVER=1):
 #      throughput and the three brokers' CPU seconds per GB, against issue 20's 2x and 0.5x;
@@ -857,7 +857,7 @@ if not "$SKIP_REPLICATION":
     w("")
     w("\`perf/scripts/cluster_bench.sh\` with SKIP_FAILOVER=1 and RUN_SECONDS=$REPLICATION_SECONDS: three Twinlog "
       "nodes and three Apache Kafka 4.1.2 nodes (KRaft, combined broker and controller roles, -Xmx1g G1 each) on "
-      "loopback, all six processes on the machine's cores; one topic of 8 partitions, replication factor 3, "
+      "loopback, each cluster alone on the machine's cores (Twinlog first, then stopped while Kafka runs); one topic of 8 partitions, replication factor 3, "
       "min.insync.replicas=2; \`twinlog-perf produce --acks A --duration ${REPLICATION_SECONDS}s --record-size 1024\` "
       "through all three nodes, closed loop, after an 8 s warm-up on each cluster. CPU: user + system seconds of "
       "the three broker processes over the run, per GB produced.")
