@@ -90,9 +90,9 @@ wait_isr() { # BOOT TOPIC: no partition under-replicated
         [ "$waited" -lt 240 ] || { log "$2: ISR not full"; return 1; }
     done
 }
-create() { # BOOT TOPIC PARTITIONS
+create() { # BOOT TOPIC PARTITIONS (a create that timed out may still have made it)
     until "$TWINLOG" topic create "$2" --partitions "$3" \
-        --bootstrap-server "${1%%,*}" > /dev/null 2>&1; do sleep 1; done
+        --bootstrap-server "${1%%,*}" > /dev/null 2>&1 || topics "$1" --list | grep -qx "$2"; do sleep 1; done
 }
 
 # ---- the data: RECORDS 1 KiB records on the source, replicated ----
