@@ -30,6 +30,7 @@ use dataplane::wire::mirror::{
     LmeResult, MirrorPartitionState, MirrorRequest, MirrorResponse, MirrorStateEntry,
     MirrorStatesTopic, WriteMirrorStatesRequest,
 };
+use futures::StreamExt;
 
 use super::coordinator::{MirrorStateCoordinator, MIRROR_STATE_TOPIC};
 use super::states::MirrorStates;
@@ -80,6 +81,10 @@ pub struct MirrorManager {
 /// A mirror partition an action takes as a group with others of its mirror (PREPARING,
 /// STOPPING): its topic, number, and stored state when the tick decided.
 type Part = (Arc<TopicImage>, i32, MirrorStateEntry);
+
+/// How many partitions of a PREPARING group take their steps at once (each step waits
+/// for a replicated state write or for the partition's followers).
+const PREPARE_CONCURRENCY: usize = 64;
 
 /// What a group's steps share: the image it started from, its mirror, and the claim
 /// its task holds on its partitions.
@@ -1106,8 +1111,9 @@ impl MirrorManager {
         parts: &[Part],
         claim: u64,
     ) {
-        let mut started = Vec::with_capacity(parts.len());
-        for (topic, p, entry) in parts {
+        // Each partition's steps wait for replicated `__mirror_state` writes and for its
+        // followers; the group's partitions take them side by side, not one after another.
+        let begun = futures::stream::iter(parts.iter().map(|(topic, p, entry)| async move {
             let current = MirrorPartitionState::from_code(entry.state)
                 .unwrap_or(MirrorPartitionState::Unknown);
             let tp = TopicPartition::new(topic.name.as_str(), *p);
@@ -1141,7 +1147,7 @@ impl MirrorManager {
                 Ok::<(), StepError>(())
             };
             match step.await {
-                Ok(()) => started.push((Arc::clone(topic), *p)),
+                Ok(()) => Some((Arc::clone(topic), *p)),
                 Err(e) => {
                     let entry = self.states.entry(mirror, topic.id, *p);
                     self.fail(
@@ -1155,9 +1161,14 @@ impl MirrorManager {
                         0,
                     )
                     .await;
+                    None
                 }
             }
-        }
+        }))
+        .buffered(PREPARE_CONCURRENCY)
+        .collect::<Vec<_>>()
+        .await;
+        let started: Vec<(Arc<TopicImage>, i32)> = begun.into_iter().flatten().collect();
         // Partitions that could not start (a log not open yet, a failed write) are free
         // for the next tick at once, not only when this group's look-up is over.
         for (topic, p, _) in parts {
@@ -1204,7 +1215,8 @@ impl MirrorManager {
                 return;
             }
         };
-        for (topic, p) in started {
+        let (lmes, looped) = (&lmes, &looped);
+        let each = started.into_iter().map(|(topic, p)| async move {
             if let Some(message) = looped.get(&topic.name) {
                 let entry = self.states.entry(mirror, topic.id, p);
                 let error = StepError {
@@ -1223,7 +1235,7 @@ impl MirrorManager {
                     0,
                 )
                 .await;
-                continue;
+                return;
             }
             let lme = lmes.get(&(topic.id, p)).copied().unwrap_or((-1, -1));
             let tp = TopicPartition::new(topic.name.as_str(), p);
@@ -1293,7 +1305,11 @@ impl MirrorManager {
                 )
                 .await;
             }
-        }
+        });
+        futures::stream::iter(each)
+            .buffered(PREPARE_CONCURRENCY)
+            .collect::<Vec<()>>()
+            .await;
         self.poke();
     }
 
