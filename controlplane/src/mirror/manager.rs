@@ -1307,8 +1307,8 @@ impl MirrorManager {
             }
         });
         futures::stream::iter(each)
-            .buffered(PREPARE_CONCURRENCY)
-            .collect::<Vec<()>>()
+            .buffer_unordered(PREPARE_CONCURRENCY)
+            .for_each(|()| async {})
             .await;
         self.poke();
     }
